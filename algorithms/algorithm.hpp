@@ -1,0 +1,28 @@
+// An algorithm implements one collective. Each lives in its own file and says what it
+// supports, so selection (src/tuning) can fall back to another when it does not.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/op.hpp"
+
+namespace coll {
+
+class Comm;
+
+class Algorithm {
+ public:
+  virtual ~Algorithm() = default;
+  virtual const char* name() const = 0;  // "ring", "rd", "chain", ... (what COLL_ALGO names)
+  virtual const char* description() const = 0;
+  virtual OpKind kind() const = 0;
+  virtual bool supports(const Comm& comm, const OpArgs& args) const = 0;
+  // Runs the operation to completion in the calling thread. Throws coll::Error.
+  virtual void run(Comm& comm, const OpArgs& args) const = 0;
+};
+
+// Every algorithm built into the library, in preference order per collective.
+const std::vector<const Algorithm*>& algorithmTable();
+
+}  // namespace coll

@@ -1,0 +1,68 @@
+// Pipelined chain broadcast: root -> root+1 -> ... -> root-1. Every link carries the
+// buffer once and chunks flow concurrently along the chain, so for large buffers the
+// time approaches one buffer transfer whatever the number of ranks.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "algorithms/algorithm.hpp"
+#include "algorithms/ring_stream.hpp"
+#include "core/types.hpp"
+
+namespace coll {
+namespace {
+
+class ChainBroadcast final : public Algorithm {
+ public:
+  const char* name() const override { return "chain"; }
+  const char* description() const override { return "pipelined chain from the root"; }
+  OpKind kind() const override { return OpKind::Broadcast; }
+  bool supports(const Comm&, const OpArgs&) const override { return true; }
+
+  void run(Comm& comm, const OpArgs& a) const override {
+    const int n = comm.nranks(), r = comm.rank();
+    const size_t bytes = a.count * typeSize(a.dtype);
+    char* out = static_cast<char*>(a.recvbuf);
+    const int pos = modRank(r - a.root, n);
+    if (pos == 0 && a.sendbuf != a.recvbuf) memcpy(out, a.sendbuf, bytes);
+    if (n == 1) return;
+    const size_t chunk = pipelineChunkBytes(comm);
+    const size_t depth = static_cast<size_t>(pipelineDepth(comm));
+    const size_t nchunks = (bytes + chunk - 1) / chunk;
+    const bool sends = pos != n - 1, recvs = pos != 0;
+    const int next = (r + 1) % n, prev = modRank(r - 1, n);
+    std::vector<Xfer> sx(depth), rx(depth);
+    size_t sPosted = 0, sDone = 0, rPosted = 0, rDone = 0;
+    const size_t sTotal = sends ? nchunks : 0, rTotal = recvs ? nchunks : 0;
+    auto len = [&](size_t k) { return std::min(chunk, bytes - k * chunk); };
+    Progress pg(comm, "broadcast (chain)");
+    while (sDone < sTotal || rDone < rTotal) {
+      bool acted = false;
+      while (rPosted < rTotal && rPosted - rDone < depth) {
+        pg.recv(prev, out + rPosted * chunk, len(rPosted), &rx[rPosted % depth]);
+        ++rPosted;
+        acted = true;
+      }
+      // A chunk is forwarded once it has arrived (the root has everything already).
+      while (sPosted < sTotal && sPosted - sDone < depth && (!recvs || sPosted < rDone)) {
+        pg.send(next, out + sPosted * chunk, len(sPosted), &sx[sPosted % depth]);
+        ++sPosted;
+        acted = true;
+      }
+      acted |= pg.poll();
+      while (rDone < rPosted && rx[rDone % depth].complete) { ++rDone; acted = true; }
+      while (sDone < sPosted && sx[sDone % depth].complete) { ++sDone; acted = true; }
+      if (acted) pg.progressed();
+      else pg.idle();
+    }
+  }
+};
+
+}  // namespace
+
+const Algorithm& chainBroadcast() {
+  static const ChainBroadcast algo;
+  return algo;
+}
+
+}  // namespace coll

@@ -1,0 +1,52 @@
+#include "algorithms/exec.hpp"
+
+#include <algorithm>
+
+namespace coll {
+
+Progress::Progress(Comm& comm, const char* what)
+    : comm_(comm), what_(what), deadline_(comm.timeoutSec()), backoff_(comm.config()) {}
+
+void Progress::touch(int peer) {
+  if (std::find(touchedPeers_.begin(), touchedPeers_.end(), peer) != touchedPeers_.end()) return;
+  touchedPeers_.push_back(peer);
+  links_.push_back(&comm_.link(peer));
+}
+
+void Progress::send(int peer, const void* buf, size_t bytes, Xfer* x) {
+  touch(peer);
+  *x = Xfer{};
+  x->buf = const_cast<void*>(buf);
+  x->bytes = bytes;
+  comm_.link(peer).postSend(x);
+}
+
+void Progress::recv(int peer, void* buf, size_t bytes, Xfer* x) {
+  touch(peer);
+  *x = Xfer{};
+  x->buf = buf;
+  x->bytes = bytes;
+  comm_.link(peer).postRecv(x);
+}
+
+bool Progress::poll() {
+  bool moved = false;
+  for (Link* l : links_) moved |= l->progress();
+  return moved;
+}
+
+void Progress::idle() {
+  backoff_.idle();
+  // Health checks cost a clock read (and now and then a syscall): not on every spin.
+  if ((backoff_.idleCount() & 255) == 0) comm_.checkHealth(deadline_, what_);
+}
+
+void Progress::waitAll(Xfer* const* xs, size_t n) {
+  waitUntil([&] {
+    for (size_t i = 0; i < n; ++i)
+      if (!xs[i]->complete) return false;
+    return true;
+  });
+}
+
+}  // namespace coll

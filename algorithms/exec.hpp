@@ -1,0 +1,63 @@
+// Execution helpers shared by the algorithms: posting transfers on links, driving
+// progress in the calling thread, and waiting politely (spin, then yield/sleep) with the
+// communicator's deadline and failure checks.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "core/comm.hpp"
+#include "core/wait.hpp"
+#include "transport/transport.hpp"
+
+namespace coll {
+
+class Progress {
+ public:
+  Progress(Comm& comm, const char* what);
+
+  void send(int peer, const void* buf, size_t bytes, Xfer* x);
+  void recv(int peer, void* buf, size_t bytes, Xfer* x);
+  // One progress pass over every link this operation has used; true if anything moved.
+  bool poll();
+  // Progresses until done() holds.
+  template <typename Pred>
+  void waitUntil(Pred done) {
+    while (!done()) step();
+  }
+  // One poll, and a back-off when it moved nothing.
+  void step() {
+    if (poll()) backoff_.reset();
+    else idle();
+  }
+  void waitAll(Xfer* const* xs, size_t n);
+  // For hand-written progress loops: report a pass that did / did not do anything.
+  void idle();
+  void progressed() { backoff_.reset(); }
+
+ private:
+  void touch(int peer);
+
+  Comm& comm_;
+  const char* what_;
+  Deadline deadline_;
+  Backoff backoff_;
+  std::vector<Link*> links_;
+  std::vector<int> touchedPeers_;
+};
+
+// Geometry of n blocks over a buffer: block i has cnt(i) elements at offset off(i).
+struct Blocks {
+  size_t base = 0;   // elements per block before the remainder is spread
+  size_t extra = 0;  // the first `extra` blocks get one more element
+  // `count` elements split as evenly as possible into n blocks.
+  static Blocks split(size_t count, int n) { return {count / n, count % n}; }
+  // n blocks of exactly `count` elements each.
+  static Blocks equal(size_t count) { return {count, 0}; }
+  size_t cnt(int i) const { return base + (static_cast<size_t>(i) < extra ? 1 : 0); }
+  size_t off(int i) const { return static_cast<size_t>(i) * base + (static_cast<size_t>(i) < extra ? i : extra); }
+};
+
+inline int modRank(long v, int n) { return static_cast<int>(((v % n) + n) % n); }
+
+}  // namespace coll

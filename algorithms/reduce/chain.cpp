@@ -1,0 +1,81 @@
+// Pipelined chain reduce: root+1 -> root+2 -> ... -> root. Each rank adds its own
+// contribution to every chunk passing through, so each link carries the buffer once.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "algorithms/algorithm.hpp"
+#include "algorithms/ring_stream.hpp"
+#include "core/reduce.hpp"
+#include "core/types.hpp"
+
+namespace coll {
+namespace {
+
+class ChainReduce final : public Algorithm {
+ public:
+  const char* name() const override { return "chain"; }
+  const char* description() const override { return "pipelined chain ending at the root"; }
+  OpKind kind() const override { return OpKind::Reduce; }
+  bool supports(const Comm&, const OpArgs&) const override { return true; }
+
+  void run(Comm& comm, const OpArgs& a) const override {
+    const int n = comm.nranks(), r = comm.rank();
+    const size_t es = typeSize(a.dtype);
+    const char* in = static_cast<const char*>(a.sendbuf);
+    if (n == 1) {
+      if (a.sendbuf != a.recvbuf) memcpy(a.recvbuf, a.sendbuf, a.count * es);
+      return;
+    }
+    const int pos = modRank(r - a.root - 1, n);  // 0 starts the chain, n-1 is the root
+    const bool first = pos == 0, isRoot = pos == n - 1;
+    const size_t chunkElems = std::max<size_t>(1, pipelineChunkBytes(comm) / es);
+    const size_t depth = static_cast<size_t>(pipelineDepth(comm));
+    const size_t nchunks = (a.count + chunkElems - 1) / chunkElems;
+    char* slots = first ? nullptr : static_cast<char*>(comm.scratch(depth * chunkElems * es, 0));
+    auto len = [&](size_t k) { return std::min(chunkElems, a.count - k * chunkElems); };
+    auto slot = [&](size_t k) { return slots + (k % depth) * chunkElems * es; };
+    const int next = (r + 1) % n, prev = modRank(r - 1, n);
+    std::vector<Xfer> sx(depth), rx(depth);
+    const size_t sTotal = isRoot ? 0 : nchunks, rTotal = first ? 0 : nchunks;
+    size_t sPosted = 0, sDone = 0, rPosted = 0, rDone = 0;
+    Progress pg(comm, "reduce (chain)");
+    while (sDone < sTotal || rDone < rTotal) {
+      bool acted = false;
+      // A middle rank reduces into the receive slot and sends from it, so a slot is
+      // free again only when its send has completed.
+      while (rPosted < rTotal && rPosted - rDone < depth && (isRoot || rPosted - sDone < depth)) {
+        pg.recv(prev, slot(rPosted), len(rPosted) * es, &rx[rPosted % depth]);
+        ++rPosted;
+        acted = true;
+      }
+      while (sPosted < sTotal && sPosted - sDone < depth && (first || sPosted < rDone)) {
+        const char* from = first ? in + sPosted * chunkElems * es : slot(sPosted);
+        pg.send(next, from, len(sPosted) * es, &sx[sPosted % depth]);
+        ++sPosted;
+        acted = true;
+      }
+      acted |= pg.poll();
+      while (rDone < rPosted && rx[rDone % depth].complete) {
+        size_t k = rDone, at = k * chunkElems * es;
+        char* out = isRoot ? static_cast<char*>(a.recvbuf) + at : slot(k);
+        reduceBuffers(out, in + at, slot(k), len(k), a.dtype, a.op);
+        if (isRoot && a.op == collAvg) finishAverage(out, len(k), a.dtype, n);
+        ++rDone;
+        acted = true;
+      }
+      while (sDone < sPosted && sx[sDone % depth].complete) { ++sDone; acted = true; }
+      if (acted) pg.progressed();
+      else pg.idle();
+    }
+  }
+};
+
+}  // namespace
+
+const Algorithm& chainReduce() {
+  static const ChainReduce algo;
+  return algo;
+}
+
+}  // namespace coll

@@ -1,0 +1,176 @@
+#include "algorithms/ring_stream.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/reduce.hpp"
+#include "core/types.hpp"
+
+namespace coll {
+
+COLL_PARAM(kChunkBytes, "COLL_CHUNK_BYTES", "512K", "pipeline chunk of ring/chain algorithms");
+COLL_PARAM(kDepth, "COLL_PIPELINE_DEPTH", "4", "chunks in flight per direction in pipelined algorithms");
+
+size_t pipelineChunkBytes(const Comm& comm) {
+  size_t c = comm.config().getSize(kChunkBytes);
+  return c < 64 ? 64 : c;
+}
+
+int pipelineDepth(const Comm& comm) {
+  int64_t d = comm.config().getInt(kDepth);
+  return static_cast<int>(std::clamp<int64_t>(d, 1, 64));
+}
+
+namespace {
+
+// Walks the (step, chunk) units of one direction of the stream in order.
+struct Cursor {
+  int t = 0;
+  size_t k = 0;
+};
+
+class RingRunner {
+ public:
+  RingRunner(Comm& comm, Progress& pg, const RingStream& rs)
+      : comm_(comm), pg_(pg), rs_(rs), n_(comm.nranks()), r_(comm.rank()),
+        es_(typeSize(rs.dt)), next_((r_ + 1) % n_), prev_((r_ + n_ - 1) % n_) {
+    chunkElems_ = std::max<size_t>(1, pipelineChunkBytes(comm) / es_);
+    depth_ = static_cast<size_t>(pipelineDepth(comm));
+    sendX_.resize(depth_);
+    recvX_.resize(depth_);
+    for (int t = 0; t < rs.steps; ++t) {
+      totalSends_ += chunks(sendBlock(t));
+      totalRecvs_ += chunks(recvBlock(t));
+    }
+    firstStepChunks_ = rs.steps > 0 ? chunks(sendBlock(0)) : 0;
+    if (rs.reduceSteps > 0)
+      slots_ = static_cast<char*>(comm.scratch(depth_ * chunkElems_ * es_, 0));
+  }
+
+  void run() {
+    while (sendsDone_ < totalSends_ || recvsDone_ < totalRecvs_) {
+      bool acted = postRecvs();
+      acted |= postSends();
+      acted |= pg_.poll();
+      acted |= finishRecvs();
+      acted |= finishSends();
+      if (acted) pg_.progressed();
+      else pg_.idle();
+    }
+  }
+
+ private:
+  int sendBlock(int t) const { return modRank(static_cast<long>(rs_.base) - t, n_); }
+  int recvBlock(int t) const { return modRank(static_cast<long>(rs_.base) - t - 1, n_); }
+  size_t chunks(int block) const { return (rs_.blocks.cnt(block) + chunkElems_ - 1) / chunkElems_; }
+  size_t chunkLen(int block, size_t k) const {
+    return std::min(chunkElems_, rs_.blocks.cnt(block) - k * chunkElems_);
+  }
+  // Advances a cursor past steps whose block is empty in that direction.
+  void advance(Cursor& c, bool sendSide) const {
+    ++c.k;
+    while (c.t < rs_.steps && c.k >= chunks(sendSide ? sendBlock(c.t) : recvBlock(c.t))) {
+      ++c.t;
+      c.k = 0;
+    }
+  }
+  void normalize(Cursor& c, bool sendSide) const {
+    while (c.t < rs_.steps && c.k >= chunks(sendSide ? sendBlock(c.t) : recvBlock(c.t))) {
+      ++c.t;
+      c.k = 0;
+    }
+  }
+
+  bool postRecvs() {
+    bool acted = false;
+    normalize(recvPostCur_, false);
+    while (recvsPosted_ < totalRecvs_ && recvsPosted_ - recvsDone_ < depth_) {
+      const Cursor& c = recvPostCur_;
+      int b = recvBlock(c.t);
+      size_t len = chunkLen(b, c.k);
+      size_t slot = recvsPosted_ % depth_;
+      char* into = c.t < rs_.reduceSteps ? slots_ + slot * chunkElems_ * es_
+                                         : rs_.dst(b, es_) + c.k * chunkElems_ * es_;
+      pg_.recv(prev_, into, len * es_, &recvX_[slot]);
+      ++recvsPosted_;
+      advance(recvPostCur_, false);
+      acted = true;
+    }
+    return acted;
+  }
+
+  bool postSends() {
+    bool acted = false;
+    normalize(sendPostCur_, true);
+    while (sendsPosted_ < totalSends_ && sendsPosted_ - sendsDone_ < depth_) {
+      const Cursor& c = sendPostCur_;
+      // Chunk k of step t carries what chunk k of step t-1 delivered: wait for it.
+      if (c.t > 0 && recvsDone_ + firstStepChunks_ <= sendsPosted_) break;
+      int b = sendBlock(c.t);
+      size_t len = chunkLen(b, c.k);
+      const char* from = c.t == 0 ? rs_.firstSrc + c.k * chunkElems_ * es_
+                                  : rs_.dst(b, es_) + c.k * chunkElems_ * es_;
+      pg_.send(next_, from, len * es_, &sendX_[sendsPosted_ % depth_]);
+      ++sendsPosted_;
+      advance(sendPostCur_, true);
+      acted = true;
+    }
+    return acted;
+  }
+
+  // Receives are finished (reduced) strictly in order, so slot reuse stays simple even
+  // when a transport completes them out of order.
+  bool finishRecvs() {
+    bool acted = false;
+    normalize(recvDoneCur_, false);
+    while (recvsDone_ < recvsPosted_ && recvX_[recvsDone_ % depth_].complete) {
+      const Cursor& c = recvDoneCur_;
+      if (c.t < rs_.reduceSteps) {
+        int b = recvBlock(c.t);
+        size_t len = chunkLen(b, c.k);
+        size_t at = (rs_.blocks.off(b) + c.k * chunkElems_) * es_;
+        char* out = rs_.dst(b, es_) + c.k * chunkElems_ * es_;
+        const char* slot = slots_ + (recvsDone_ % depth_) * chunkElems_ * es_;
+        reduceBuffers(out, rs_.local + at, slot, len, rs_.dt, rs_.op);
+        if (rs_.finishAverage && c.t == rs_.reduceSteps - 1) finishAverage(out, len, rs_.dt, n_);
+      }
+      ++recvsDone_;
+      advance(recvDoneCur_, false);
+      acted = true;
+    }
+    return acted;
+  }
+
+  bool finishSends() {
+    bool acted = false;
+    while (sendsDone_ < sendsPosted_ && sendX_[sendsDone_ % depth_].complete) {
+      ++sendsDone_;
+      acted = true;
+    }
+    return acted;
+  }
+
+  Comm& comm_;
+  Progress& pg_;
+  const RingStream& rs_;
+  int n_, r_;
+  size_t es_;
+  int next_, prev_;
+  size_t chunkElems_ = 1;
+  size_t depth_ = 1;
+  char* slots_ = nullptr;
+  std::vector<Xfer> sendX_, recvX_;
+  size_t totalSends_ = 0, totalRecvs_ = 0, firstStepChunks_ = 0;
+  size_t sendsPosted_ = 0, sendsDone_ = 0, recvsPosted_ = 0, recvsDone_ = 0;
+  Cursor sendPostCur_, recvPostCur_, recvDoneCur_;
+};
+
+}  // namespace
+
+void runRingStream(Comm& comm, Progress& pg, const RingStream& rs) {
+  if (rs.steps <= 0) return;
+  RingRunner(comm, pg, rs).run();
+}
+
+}  // namespace coll

@@ -1,0 +1,43 @@
+// The pipelined ring that ring all-reduce, reduce-scatter and all-gather are made of.
+//
+// At step t every rank sends block (base - t) to its successor and receives block
+// (base - t - 1) from its predecessor (mod n). The first `reduceSteps` steps combine the
+// received block with the rank's own contribution; later steps only store it. Because
+// the block sent at step t is the one received at step t - 1, chunk k of step t may
+// leave as soon as chunk k of step t - 1 has arrived (and been reduced), so all steps
+// overlap: the ring is a pipeline of chunks, not a sequence of steps.
+#pragma once
+
+#include <cstddef>
+
+#include "algorithms/exec.hpp"
+#include "collective.h"
+
+namespace coll {
+
+struct RingStream {
+  int base = 0;         // block sent at step 0
+  int steps = 0;        // number of steps
+  int reduceSteps = 0;  // the first reduceSteps steps reduce
+  Blocks blocks;        // block geometry in elements
+  collDataType_t dt = collFloat32;
+  collRedOp_t op = collSum;
+  const char* firstSrc = nullptr;  // data of block `base` sent at step 0
+  const char* local = nullptr;     // own contribution, indexed by block offset
+  char* dstBase = nullptr;         // where block results live, indexed by block offset
+  int redirectBlock = -1;          // ... except this block, which lives at redirectPtr
+  char* redirectPtr = nullptr;
+  bool finishAverage = false;      // divide by n after the last reduction (collAvg)
+
+  char* dst(int block, size_t esize) const {
+    return block == redirectBlock ? redirectPtr : dstBase + blocks.off(block) * esize;
+  }
+};
+
+void runRingStream(Comm& comm, Progress& pg, const RingStream& rs);
+
+// Chunk size (bytes) and pipeline depth used by the pipelined algorithms.
+size_t pipelineChunkBytes(const Comm& comm);
+int pipelineDepth(const Comm& comm);
+
+}  // namespace coll

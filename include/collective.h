@@ -1,0 +1,172 @@
+/*
+ * libcollective: collective communication for host and device buffers.
+ *
+ * C ABI. Every call returns a collResult_t; on failure a human-readable
+ * explanation is available from collGetLastError(comm) (or collGetLastError(NULL)
+ * for calls that have no communicator yet). All handles are opaque.
+ */
+#ifndef COLLECTIVE_H_
+#define COLLECTIVE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COLL_MAJOR 0
+#define COLL_MINOR 1
+#define COLL_PATCH 0
+/* collGetVersion returns COLL_VERSION_CODE: major*10000 + minor*100 + patch. */
+#define COLL_VERSION_CODE (COLL_MAJOR * 10000 + COLL_MINOR * 100 + COLL_PATCH)
+
+typedef enum {
+  collSuccess = 0,
+  collInvalidArgument = 1,   /* a bad value was passed (null buffer, bad type, rank out of range...) */
+  collInvalidUsage = 2,      /* a call in the wrong state (use after destroy, mismatched group...) */
+  collSystemError = 3,       /* the OS refused something (socket, shared memory, thread) */
+  collRemoteError = 4,       /* a peer died, closed its connection or sent malformed data */
+  collTimeout = 5,           /* a wait exceeded COLL_TIMEOUT */
+  collInternalError = 6,     /* a bug in libcollective */
+  collInProgress = 7,        /* a nonblocking operation has not completed yet */
+  collUnhandledCudaError = 8,/* a CUDA call failed; the message carries CUDA's text */
+  collNumResults = 9
+} collResult_t;
+
+/* Same numbering as NCCL so that code written for one ports to the other. */
+typedef enum {
+  collInt8 = 0, collChar = 0,
+  collUint8 = 1,
+  collInt32 = 2, collInt = 2,
+  collUint32 = 3,
+  collInt64 = 4,
+  collUint64 = 5,
+  collFloat16 = 6, collHalf = 6,
+  collFloat32 = 7, collFloat = 7,
+  collFloat64 = 8, collDouble = 8,
+  collBfloat16 = 9,
+  collNumTypes = 10
+} collDataType_t;
+
+typedef enum {
+  collSum = 0,
+  collProd = 1,
+  collMax = 2,
+  collMin = 3,
+  collAvg = 4,
+  collNumOps = 5
+} collRedOp_t;
+
+typedef struct collComm* collComm_t;
+typedef struct collRequest* collRequest_t;
+
+/* A CUDA stream (cudaStream_t) for device buffers; pass NULL for host buffers. */
+typedef void* collStream_t;
+
+#define COLL_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[COLL_UNIQUE_ID_BYTES];
+} collUniqueId;
+
+/* Pass as color to collCommSplit to take no part in any new communicator. */
+#define COLL_SPLIT_NOCOLOR (-1)
+
+/* ---- library and errors ---- */
+collResult_t collGetVersion(int* version);
+const char* collGetErrorString(collResult_t result);
+/* Last error text for this communicator, or for the calling thread when comm is NULL
+ * (or when the comm handle itself was invalid). Never returns NULL. */
+const char* collGetLastError(collComm_t comm);
+
+/* ---- communicators ---- */
+/* Makes a new job id: the root address of a rendezvous served by this process and a
+ * random job secret. Pass it to every rank by any means (MPI_Bcast, a file, a socket). */
+collResult_t collGetUniqueId(collUniqueId* uniqueId);
+collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId, int rank);
+/* Reads rank, size and rendezvous from collectiverun's COLL_* variables, Open MPI's
+ * OMPI_COMM_WORLD_* (through MPI when built with it) or Slurm's SLURM_* variables. */
+collResult_t collCommInitFromEnv(collComm_t* comm);
+collResult_t collCommDestroy(collComm_t comm);
+/* Stops all pending work, wakes every waiter with an error and frees the communicator.
+ * Always returns. */
+collResult_t collCommAbort(collComm_t comm);
+/* Collective over comm. Ranks with the same color form a new communicator, ordered by
+ * key then by old rank. color == COLL_SPLIT_NOCOLOR yields *newcomm == NULL. */
+collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm);
+collResult_t collCommCount(const collComm_t comm, int* count);
+collResult_t collCommUserRank(const collComm_t comm, int* rank);
+/* The first error seen by the communicator's background work (collSuccess if none). */
+collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* asyncError);
+
+/* ---- collectives (blocking for host buffers) ----
+ * sendbuff == recvbuff is an in-place operation. Counts are in elements. */
+collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                           collDataType_t datatype, collRedOp_t op, collComm_t comm,
+                           collStream_t stream);
+collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                           collDataType_t datatype, int root, collComm_t comm,
+                           collStream_t stream);
+collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count,
+                        collDataType_t datatype, collRedOp_t op, int root, collComm_t comm,
+                        collStream_t stream);
+/* recvbuff holds nranks * sendcount elements; rank r's part lands at offset r*sendcount.
+ * In place when sendbuff == recvbuff + rank*sendcount. */
+collResult_t collAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                           collDataType_t datatype, collComm_t comm, collStream_t stream);
+/* sendbuff holds nranks * recvcount elements. In place when recvbuff == sendbuff + rank*recvcount. */
+collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                               collDataType_t datatype, collRedOp_t op, collComm_t comm,
+                               collStream_t stream);
+/* Each rank sends count elements to every rank (nranks*count in each buffer). */
+collResult_t collAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                          collDataType_t datatype, collComm_t comm, collStream_t stream);
+collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer,
+                      collComm_t comm, collStream_t stream);
+collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int peer,
+                      collComm_t comm, collStream_t stream);
+collResult_t collBarrier(collComm_t comm);
+
+/* Calls between GroupStart and GroupEnd are deferred and issued together at GroupEnd
+ * (so that matching sends and receives between two ranks cannot deadlock). Groups nest. */
+collResult_t collGroupStart(void);
+collResult_t collGroupEnd(void);
+
+/* ---- nonblocking collectives ----
+ * They progress on the communicator's own thread; operations on one communicator are
+ * executed in the order they were issued, blocking and nonblocking alike. */
+collResult_t collIallReduce(const void* sendbuff, void* recvbuff, size_t count,
+                            collDataType_t datatype, collRedOp_t op, collComm_t comm,
+                            collRequest_t* request);
+collResult_t collIbroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                            collDataType_t datatype, int root, collComm_t comm,
+                            collRequest_t* request);
+collResult_t collIreduce(const void* sendbuff, void* recvbuff, size_t count,
+                         collDataType_t datatype, collRedOp_t op, int root, collComm_t comm,
+                         collRequest_t* request);
+collResult_t collIallGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                            collDataType_t datatype, collComm_t comm, collRequest_t* request);
+collResult_t collIreduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                collDataType_t datatype, collRedOp_t op, collComm_t comm,
+                                collRequest_t* request);
+collResult_t collIallToAll(const void* sendbuff, void* recvbuff, size_t count,
+                           collDataType_t datatype, collComm_t comm, collRequest_t* request);
+collResult_t collIsend(const void* sendbuff, size_t count, collDataType_t datatype, int peer,
+                       collComm_t comm, collRequest_t* request);
+collResult_t collIrecv(void* recvbuff, size_t count, collDataType_t datatype, int peer,
+                       collComm_t comm, collRequest_t* request);
+collResult_t collIbarrier(collComm_t comm, collRequest_t* request);
+
+/* *done becomes 1 when the request finished; the request is then released and *request
+ * set to NULL. The request's own result is returned (collInProgress while running). */
+collResult_t collTest(collRequest_t* request, int* done);
+/* Waits (at most COLL_TIMEOUT), releases the request and sets *request to NULL. */
+collResult_t collWait(collRequest_t* request);
+
+/* Size in bytes of one element of datatype, or 0 for an invalid type. */
+size_t collTypeSize(collDataType_t datatype);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* COLLECTIVE_H_ */

@@ -1,0 +1,334 @@
+// The C ABI edge: every call validates its arguments, converts exceptions into result
+// codes plus a last-error message, and never lets an exception or a bad handle through.
+#include <cstring>
+
+#include "bootstrap/bootstrap.hpp"
+#include "core/export.hpp"
+#include "core/handles.hpp"
+#include "core/log.hpp"
+#include "core/socket.hpp"
+#include "core/types.hpp"
+
+using namespace coll;
+
+namespace coll {
+
+UniqueIdData makeUniqueIdNear(const sockaddr_storage* near) {
+  UniqueIdData id;
+  randomSecret(id.secret, kSecretBytes);
+  randomSecret(reinterpret_cast<uint8_t*>(&id.jobNonce), sizeof(id.jobNonce));
+  const char* ifname = getenv("COLL_SOCKET_IFNAME");
+  std::string spec = ifname ? ifname : "";
+  sockaddr_storage addr = near ? chooseLocalAddrFor(*near, spec) : chooseLocalAddr(spec);
+  const char* t = getenv("COLL_TIMEOUT");
+  double timeout = t ? atof(t) : 300;
+  id.root = RendezvousRoot::start(addr, 0, id.secret, timeout > 0 ? timeout : 300);
+  return id;
+}
+
+}  // namespace coll
+
+namespace {
+
+collResult_t initRank(collComm_t* out, int nranks, const UniqueIdData& id, int rank) {
+  auto handle = std::make_unique<collComm>();
+  handle->impl = Comm::create(id, rank, nranks);
+  *out = handle.release();
+  registerHandle(*out);
+  return collSuccess;
+}
+
+// Validates, then runs or defers (inside a group) one blocking operation.
+collResult_t issue(const char* fn, collComm_t comm, const OpArgs& op, collStream_t stream) {
+  return guarded(comm, fn, [&] {
+    collComm& c = liveComm(comm);
+    validateOp(*c.impl, op, stream);
+    if (groupDefer(c, op)) return;
+    if (op.isP2P() && op.root == c.impl->rank())
+      COLL_THROW(collInvalidUsage, "send/recv with self outside a group would never complete");
+    c.impl->run({op});
+  });
+}
+
+collResult_t issueAsync(const char* fn, collComm_t comm, const OpArgs& op, collRequest_t* request) {
+  return guarded(comm, fn, [&] {
+    COLL_CHECK_ARG(request, "request is NULL");
+    *request = nullptr;
+    collComm& c = liveComm(comm);
+    validateOp(*c.impl, op, nullptr);
+    if (op.isP2P() && op.root == c.impl->rank())
+      COLL_THROW(collInvalidUsage, "nonblocking send/recv with self would never complete");
+    auto r = std::make_unique<collRequest>();
+    r->req = c.impl->submit({op});
+    r->comm = &c;
+    *request = r.release();
+    registerHandle(*request);
+  });
+}
+
+OpArgs makeOp(OpKind k, const void* s, void* r, size_t count, collDataType_t dt, collRedOp_t op, int root) {
+  OpArgs a;
+  a.kind = k;
+  a.sendbuf = s;
+  a.recvbuf = r;
+  a.count = count;
+  a.dtype = dt;
+  a.op = op;
+  a.root = root;
+  return a;
+}
+
+}  // namespace
+
+extern "C" {
+
+COLL_EXPORT collResult_t collGetVersion(int* version) {
+  if (!version) {
+    recordError(nullptr, collInvalidArgument, "collGetVersion: version is NULL");
+    return collInvalidArgument;
+  }
+  *version = COLL_VERSION_CODE;
+  return collSuccess;
+}
+
+COLL_EXPORT const char* collGetErrorString(collResult_t r) {
+  switch (r) {
+    case collSuccess: return "no error";
+    case collInvalidArgument: return "invalid argument";
+    case collInvalidUsage: return "invalid usage";
+    case collSystemError: return "system error";
+    case collRemoteError: return "remote error (a peer failed or disconnected)";
+    case collTimeout: return "timeout";
+    case collInternalError: return "internal error";
+    case collInProgress: return "operation in progress";
+    case collUnhandledCudaError: return "unhandled CUDA error";
+    default: return "unknown result code";
+  }
+}
+
+COLL_EXPORT const char* collGetLastError(collComm_t comm) {
+  if (comm && isLiveHandle(comm)) {
+    std::lock_guard<std::mutex> lock(comm->errMu);
+    if (!comm->lastError.empty()) return comm->lastError.c_str();
+    return "no error";
+  }
+  return threadLastError();
+}
+
+COLL_EXPORT size_t collTypeSize(collDataType_t dt) { return typeSize(dt); }
+
+COLL_EXPORT collResult_t collGetUniqueId(collUniqueId* uniqueId) {
+  return guarded(nullptr, "collGetUniqueId", [&] {
+    COLL_CHECK_ARG(uniqueId, "uniqueId is NULL");
+    *uniqueId = makeUniqueIdNear(nullptr).encode();
+  });
+}
+
+COLL_EXPORT collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId, int rank) {
+  return guarded(nullptr, "collCommInitRank", [&] {
+    COLL_CHECK_ARG(comm, "comm is NULL");
+    *comm = nullptr;
+    COLL_CHECK_ARG(nranks >= 1, "nranks ", nranks, " must be at least 1");
+    COLL_CHECK_ARG(rank >= 0 && rank < nranks, "rank ", rank, " is out of range [0, ", nranks, ")");
+    UniqueIdData id = UniqueIdData::decode(commId);
+    initRank(comm, nranks, id, rank);
+  });
+}
+
+COLL_EXPORT collResult_t collCommInitFromEnv(collComm_t* comm) {
+  return guarded(nullptr, "collCommInitFromEnv", [&] {
+    COLL_CHECK_ARG(comm, "comm is NULL");
+    *comm = nullptr;
+    EnvLaunch env;
+    const char* t = getenv("COLL_TIMEOUT");
+    double timeout = t && atof(t) > 0 ? atof(t) : 300;
+    if (!detectEnvLaunch(&env, timeout))
+      COLL_THROW(collInvalidUsage,
+                 "no launcher environment found: start ranks with collectiverun, mpirun or srun, "
+                 "or set COLL_RANK, COLL_SIZE, COLL_ROOT_ADDR and COLL_JOB_SECRET");
+    COLL_CHECK_ARG(env.nranks >= 1 && env.rank >= 0 && env.rank < env.nranks, "launcher says rank ",
+                   env.rank, " of ", env.nranks);
+    initRank(comm, env.nranks, env.id, env.rank);
+  });
+}
+
+COLL_EXPORT collResult_t collCommDestroy(collComm_t comm) {
+  return guarded(nullptr, "collCommDestroy", [&] {
+    collComm& c = liveComm(comm);
+    unregisterHandle(comm);
+    std::unique_ptr<collComm> owned(&c);
+    owned->impl->destroy();
+  });
+}
+
+COLL_EXPORT collResult_t collCommAbort(collComm_t comm) {
+  return guarded(nullptr, "collCommAbort", [&] {
+    collComm& c = liveComm(comm);
+    unregisterHandle(comm);
+    std::unique_ptr<collComm> owned(&c);
+    try {
+      owned->impl->abort("collCommAbort called on rank " + std::to_string(owned->impl->rank()));
+    } catch (const std::exception& e) {
+      COLL_WARN("abort: %s", e.what());  // abort always succeeds
+    }
+  });
+}
+
+COLL_EXPORT collResult_t collCommCount(const collComm_t comm, int* count) {
+  return guarded(comm, "collCommCount", [&] {
+    collComm& c = liveComm(comm);
+    COLL_CHECK_ARG(count, "count is NULL");
+    *count = c.impl->nranks();
+  });
+}
+
+COLL_EXPORT collResult_t collCommUserRank(const collComm_t comm, int* rank) {
+  return guarded(comm, "collCommUserRank", [&] {
+    collComm& c = liveComm(comm);
+    COLL_CHECK_ARG(rank, "rank is NULL");
+    *rank = c.impl->rank();
+  });
+}
+
+COLL_EXPORT collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* asyncError) {
+  return guarded(comm, "collCommGetAsyncError", [&] {
+    collComm& c = liveComm(comm);
+    COLL_CHECK_ARG(asyncError, "asyncError is NULL");
+    *asyncError = c.impl->asyncError();
+  });
+}
+
+COLL_EXPORT collResult_t collAllReduce(const void* s, void* r, size_t count, collDataType_t dt,
+                                       collRedOp_t op, collComm_t comm, collStream_t stream) {
+  return issue("collAllReduce", comm, makeOp(OpKind::AllReduce, s, r, count, dt, op, 0), stream);
+}
+
+COLL_EXPORT collResult_t collBroadcast(const void* s, void* r, size_t count, collDataType_t dt, int root,
+                                       collComm_t comm, collStream_t stream) {
+  return issue("collBroadcast", comm, makeOp(OpKind::Broadcast, s, r, count, dt, collSum, root), stream);
+}
+
+COLL_EXPORT collResult_t collReduce(const void* s, void* r, size_t count, collDataType_t dt, collRedOp_t op,
+                                    int root, collComm_t comm, collStream_t stream) {
+  return issue("collReduce", comm, makeOp(OpKind::Reduce, s, r, count, dt, op, root), stream);
+}
+
+COLL_EXPORT collResult_t collAllGather(const void* s, void* r, size_t count, collDataType_t dt,
+                                       collComm_t comm, collStream_t stream) {
+  return issue("collAllGather", comm, makeOp(OpKind::AllGather, s, r, count, dt, collSum, 0), stream);
+}
+
+COLL_EXPORT collResult_t collReduceScatter(const void* s, void* r, size_t count, collDataType_t dt,
+                                           collRedOp_t op, collComm_t comm, collStream_t stream) {
+  return issue("collReduceScatter", comm, makeOp(OpKind::ReduceScatter, s, r, count, dt, op, 0), stream);
+}
+
+COLL_EXPORT collResult_t collAllToAll(const void* s, void* r, size_t count, collDataType_t dt,
+                                      collComm_t comm, collStream_t stream) {
+  return issue("collAllToAll", comm, makeOp(OpKind::AllToAll, s, r, count, dt, collSum, 0), stream);
+}
+
+COLL_EXPORT collResult_t collSend(const void* s, size_t count, collDataType_t dt, int peer, collComm_t comm,
+                                  collStream_t stream) {
+  return issue("collSend", comm, makeOp(OpKind::Send, s, nullptr, count, dt, collSum, peer), stream);
+}
+
+COLL_EXPORT collResult_t collRecv(void* r, size_t count, collDataType_t dt, int peer, collComm_t comm,
+                                  collStream_t stream) {
+  return issue("collRecv", comm, makeOp(OpKind::Recv, nullptr, r, count, dt, collSum, peer), stream);
+}
+
+COLL_EXPORT collResult_t collBarrier(collComm_t comm) {
+  return issue("collBarrier", comm, makeOp(OpKind::Barrier, nullptr, nullptr, 0, collUint8, collMax, 0),
+               nullptr);
+}
+
+COLL_EXPORT collResult_t collIallReduce(const void* s, void* r, size_t count, collDataType_t dt,
+                                        collRedOp_t op, collComm_t comm, collRequest_t* req) {
+  return issueAsync("collIallReduce", comm, makeOp(OpKind::AllReduce, s, r, count, dt, op, 0), req);
+}
+
+COLL_EXPORT collResult_t collIbroadcast(const void* s, void* r, size_t count, collDataType_t dt, int root,
+                                        collComm_t comm, collRequest_t* req) {
+  return issueAsync("collIbroadcast", comm, makeOp(OpKind::Broadcast, s, r, count, dt, collSum, root), req);
+}
+
+COLL_EXPORT collResult_t collIreduce(const void* s, void* r, size_t count, collDataType_t dt, collRedOp_t op,
+                                     int root, collComm_t comm, collRequest_t* req) {
+  return issueAsync("collIreduce", comm, makeOp(OpKind::Reduce, s, r, count, dt, op, root), req);
+}
+
+COLL_EXPORT collResult_t collIallGather(const void* s, void* r, size_t count, collDataType_t dt,
+                                        collComm_t comm, collRequest_t* req) {
+  return issueAsync("collIallGather", comm, makeOp(OpKind::AllGather, s, r, count, dt, collSum, 0), req);
+}
+
+COLL_EXPORT collResult_t collIreduceScatter(const void* s, void* r, size_t count, collDataType_t dt,
+                                            collRedOp_t op, collComm_t comm, collRequest_t* req) {
+  return issueAsync("collIreduceScatter", comm, makeOp(OpKind::ReduceScatter, s, r, count, dt, op, 0), req);
+}
+
+COLL_EXPORT collResult_t collIallToAll(const void* s, void* r, size_t count, collDataType_t dt,
+                                       collComm_t comm, collRequest_t* req) {
+  return issueAsync("collIallToAll", comm, makeOp(OpKind::AllToAll, s, r, count, dt, collSum, 0), req);
+}
+
+COLL_EXPORT collResult_t collIsend(const void* s, size_t count, collDataType_t dt, int peer, collComm_t comm,
+                                   collRequest_t* req) {
+  return issueAsync("collIsend", comm, makeOp(OpKind::Send, s, nullptr, count, dt, collSum, peer), req);
+}
+
+COLL_EXPORT collResult_t collIrecv(void* r, size_t count, collDataType_t dt, int peer, collComm_t comm,
+                                   collRequest_t* req) {
+  return issueAsync("collIrecv", comm, makeOp(OpKind::Recv, nullptr, r, count, dt, collSum, peer), req);
+}
+
+COLL_EXPORT collResult_t collIbarrier(collComm_t comm, collRequest_t* req) {
+  return issueAsync("collIbarrier", comm, makeOp(OpKind::Barrier, nullptr, nullptr, 0, collUint8, collMax, 0),
+                    req);
+}
+
+COLL_EXPORT collResult_t collTest(collRequest_t* request, int* done) {
+  collComm_t comm = nullptr;
+  collResult_t result = collSuccess;
+  collResult_t rc = guarded(nullptr, "collTest", [&] {
+    COLL_CHECK_ARG(request && done, "request and done must not be NULL");
+    COLL_CHECK_ARG(*request, "*request is NULL (already completed?)");
+    if (!isLiveHandle(*request)) COLL_THROW(collInvalidUsage, "*request is not a live request");
+    collRequest* r = *request;
+    *done = r->req->done() ? 1 : 0;
+    if (!*done) {
+      result = collInProgress;
+      return;
+    }
+    comm = r->comm;
+    result = r->req->result();
+    if (result != collSuccess) recordError(comm, result, r->req->message().c_str());
+    unregisterHandle(r);
+    delete r;
+    *request = nullptr;
+  });
+  return rc != collSuccess ? rc : result;
+}
+
+COLL_EXPORT collResult_t collWait(collRequest_t* request) {
+  collComm_t comm = nullptr;
+  collResult_t result = collSuccess;
+  collResult_t rc = guarded(nullptr, "collWait", [&] {
+    COLL_CHECK_ARG(request, "request is NULL");
+    COLL_CHECK_ARG(*request, "*request is NULL (already completed?)");
+    if (!isLiveHandle(*request)) COLL_THROW(collInvalidUsage, "*request is not a live request");
+    collRequest* r = *request;
+    comm = r->comm;
+    double timeout = isLiveHandle(comm) ? comm->impl->timeoutSec() * 2 : 600;
+    if (!r->req->wait(timeout)) COLL_THROW(collTimeout, "collWait: request did not complete in ", timeout, " s");
+    result = r->req->result();
+    if (result != collSuccess) recordError(comm, result, r->req->message().c_str());
+    unregisterHandle(r);
+    delete r;
+    *request = nullptr;
+  });
+  return rc != collSuccess ? rc : result;
+}
+
+}  // extern "C"

@@ -1,0 +1,396 @@
+#include "core/comm.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/types.hpp"
+#include "core/wait.hpp"
+#include "algorithms/exec.hpp"
+
+namespace coll {
+
+COLL_PARAM(kTimeout, "COLL_TIMEOUT", "300", "seconds any wait may last before it fails with collTimeout");
+COLL_PARAM(kTransport, "COLL_TRANSPORT", "auto", "auto (shm within a host, tcp across), or force tcp|shm");
+COLL_PARAM(kHealthMs, "COLL_HEALTH_CHECK_MS", "20", "how often idle waiters ask the bootstrap for failures");
+
+namespace {
+
+void printBannerOnce(const Comm& comm, const std::string& transports) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    COLL_INFO("libcollective %d.%d.%d, %d ranks, transports: %s", COLL_MAJOR, COLL_MINOR,
+              COLL_PATCH, comm.nranks(), transports.c_str());
+    if (logLevel() >= LogLevel::Info) {
+      std::string all = comm.config().describe();
+      size_t start = 0;
+      while (start < all.size()) {
+        size_t end = all.find('\n', start);
+        COLL_INFO("  %s", all.substr(start, end - start).c_str());
+        start = end + 1;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks) {
+  std::unique_ptr<Comm> c(new Comm());
+  LogRankScope logScope(rank);
+  c->rank_ = rank;
+  c->nranks_ = nranks;
+  c->id_ = id;
+  c->cfg_ = Config::fromEnv();
+  c->timeoutSec_ = static_cast<double>(c->cfg_.getInt(kTimeout));
+  COLL_CHECK_ARG(c->timeoutSec_ > 0, "COLL_TIMEOUT must be positive (got ", c->timeoutSec_, ")");
+  c->selector_ = std::make_unique<Selector>(c->cfg_);
+  c->boot_ = Bootstrap::connect(id, rank, nranks, c->timeoutSec_);
+  try {
+    c->connectTransports();
+  } catch (const std::exception& e) {
+    // Tell the other ranks at once instead of leaving them to time out.
+    c->boot_->abort(std::string("rank ") + std::to_string(rank) + " failed to initialise: " + e.what());
+    throw;
+  }
+  return c;
+}
+
+void Comm::connectTransports() {
+  const std::string& mode = cfg_.getStr(kTransport);
+  COLL_CHECK_ARG(mode == "auto" || mode == "tcp" || mode == "shm",
+                 "COLL_TRANSPORT must be auto, tcp or shm (got '", mode, "')");
+  const auto& peers = boot_->peers();
+  TransportContext ctx;
+  ctx.rank = rank_;
+  ctx.nranks = nranks_;
+  ctx.cfg = &cfg_;
+  ctx.bootstrap = boot_.get();
+  ctx.timeoutSec = timeoutSec_;
+  char tag[32];
+  snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(id_.jobNonce));
+  ctx.jobTag = tag;
+  for (const auto& p : peers) {
+    ctx.hostIds.push_back(p.hostId);
+    ctx.pids.push_back(p.pid);
+  }
+  // Which transport serves each peer. The rule is symmetric, so both ends agree.
+  std::vector<std::string> choice(nranks_);
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    bool sameHost = peers[p].hostId == peers[rank_].hostId;
+    if (mode == "shm" && !sameHost)
+      COLL_THROW(collInvalidUsage, "COLL_TRANSPORT=shm but rank ", p, " is on another host (",
+                 peers[p].hostname, ")");
+    choice[p] = (mode == "tcp" || !sameHost) ? "tcp" : "shm";
+  }
+  links_.resize(nranks_);
+  std::string used;
+  // Every rank sets up every transport, in the same order, even with no peers for it,
+  // because their setup exchanges run over the bootstrap in lock step.
+  for (const char* name : {"shm", "tcp"}) {
+    std::vector<int> mine;
+    for (int p = 0; p < nranks_; ++p)
+      if (choice[p] == name) mine.push_back(p);
+    auto t = makeTransport(name);
+    if (!t) COLL_THROW(collInternalError, "transport ", name, " is not built in");
+    ctx.secret = id_.secret;
+    auto links = t->connect(ctx, mine);
+    for (auto& [peer, link] : links) links_[peer] = std::move(link);
+    if (!mine.empty()) used += used.empty() ? name : std::string(",") + name;
+    transports_.push_back(std::move(t));
+  }
+  for (int p = 0; p < nranks_; ++p)
+    if (p != rank_ && !links_[p]) COLL_THROW(collInternalError, "no link to rank ", p);
+  printBannerOnce(*this, used.empty() ? "none (1 rank)" : used);
+}
+
+Comm::~Comm() {
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    stopping_ = true;
+  }
+  queueCv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+void* Comm::scratch(size_t bytes, int slot) {
+  if (scratch_.size() <= static_cast<size_t>(slot)) scratch_.resize(slot + 1);
+  auto& s = scratch_[slot];
+  if (s.size() < bytes) {
+    s.clear();
+    s.shrink_to_fit();
+    s.resize(bytes);
+  }
+  return s.data();
+}
+
+void Comm::setAsyncError(collResult_t code, const std::string& msg) {
+  std::lock_guard<std::mutex> lock(errMu_);
+  if (asyncError_.load() == collSuccess) {
+    asyncErrorText_ = msg;
+    asyncError_.store(code);
+  }
+}
+
+std::string Comm::asyncErrorText() const {
+  std::lock_guard<std::mutex> lock(errMu_);
+  return asyncErrorText_;
+}
+
+void Comm::checkHealth(const Deadline& deadline, const char* what) {
+  if (aborted_.load(std::memory_order_relaxed))
+    COLL_THROW(collRemoteError, what, ": the communicator was aborted");
+  auto now = std::chrono::steady_clock::now();
+  auto every = std::chrono::milliseconds(cfg_.getInt(kHealthMs));
+  if (now - lastHealthCheck_ < every) return;
+  lastHealthCheck_ = now;
+  if (deadline.expired())
+    COLL_THROW(collTimeout, what, " on rank ", rank_, " did not complete within COLL_TIMEOUT=",
+               timeoutSec_, " s (a peer may be stuck or dead)");
+  std::string why;
+  if (boot_->failureReported(&why)) COLL_THROW(collRemoteError, what, " failed: ", why);
+}
+
+void Comm::run(std::vector<OpArgs> ops) {
+  if (asyncError_.load() != collSuccess)
+    COLL_THROW(asyncError_.load(), "communicator is unusable after an earlier error: ",
+               asyncErrorText());
+  {
+    std::unique_lock<std::mutex> lock(queueMu_);
+    if (!queue_.empty()) {  // keep issue order behind queued nonblocking work
+      lock.unlock();
+      auto req = submit(std::move(ops));
+      if (!req->wait(timeoutSec_ * 2))
+        COLL_THROW(collTimeout, "operation queued behind nonblocking work did not finish");
+      if (req->result() != collSuccess) COLL_THROW(req->result(), req->message());
+      return;
+    }
+  }
+  std::lock_guard<std::mutex> exec(execMu_);
+  executeOps(ops);
+}
+
+std::shared_ptr<Request> Comm::submit(std::vector<OpArgs> ops) {
+  auto req = std::make_shared<Request>(std::move(ops));
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    if (stopping_) COLL_THROW(collInvalidUsage, "communicator is being destroyed");
+    queue_.push_back(req);
+    if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
+  }
+  queueCv_.notify_one();
+  return req;
+}
+
+void Comm::runQueued(const std::shared_ptr<Request>& req) {
+  try {
+    if (asyncError_.load() != collSuccess)
+      COLL_THROW(asyncError_.load(), "communicator is unusable after an earlier error: ",
+                 asyncErrorText());
+    std::lock_guard<std::mutex> exec(execMu_);
+    executeOps(req->ops);
+    req->finish(collSuccess, "");
+  } catch (const Error& e) {
+    req->finish(e.code(), e.what());
+  } catch (const std::exception& e) {
+    req->finish(collInternalError, e.what());
+  }
+}
+
+namespace {
+bool isP2POnly(const Request& r) {
+  for (const OpArgs& op : r.ops)
+    if (!op.isP2P()) return false;
+  return !r.ops.empty();
+}
+}  // namespace
+
+// Nonblocking sends and receives must progress together (a rank may post a receive and
+// then the matching send), so the worker admits every point-to-point request that
+// reaches the head of the queue into one progress loop instead of running them in turn.
+void Comm::runQueuedP2P() {
+  struct Active {
+    std::shared_ptr<Request> req;
+    std::unique_ptr<Xfer[]> xs;
+  };
+  std::lock_guard<std::mutex> exec(execMu_);
+  std::vector<Active> active;
+  try {
+    Progress pg(*this, "nonblocking send/recv");
+    for (;;) {
+      bool acted = false;
+      {
+        std::lock_guard<std::mutex> lock(queueMu_);
+        while (!queue_.empty() && isP2POnly(*queue_.front())) {
+          Active a{queue_.front(), nullptr};
+          queue_.pop_front();
+          a.xs.reset(new Xfer[a.req->ops.size()]);
+          for (size_t i = 0; i < a.req->ops.size(); ++i) {
+            const OpArgs& op = a.req->ops[i];
+            size_t bytes = op.count * typeSize(op.dtype);
+            if (op.kind == OpKind::Send) pg.send(op.root, op.sendbuf, bytes, &a.xs[i]);
+            else pg.recv(op.root, op.recvbuf, bytes, &a.xs[i]);
+          }
+          active.push_back(std::move(a));
+          acted = true;
+        }
+      }
+      if (active.empty()) return;
+      acted |= pg.poll();
+      for (size_t k = 0; k < active.size();) {
+        bool done = true;
+        for (size_t i = 0; i < active[k].req->ops.size(); ++i) done &= active[k].xs[i].complete;
+        if (done) {
+          active[k].req->finish(collSuccess, "");
+          active.erase(active.begin() + k);
+          acted = true;
+        } else {
+          ++k;
+        }
+      }
+      if (acted) pg.progressed();
+      else pg.idle();
+    }
+  } catch (const Error& e) {
+    setAsyncError(e.code(), e.what());
+    for (auto& a : active) a.req->finish(e.code(), e.what());
+  }
+}
+
+void Comm::workerLoop() {
+  LogRankScope logScope(rank_);
+  for (;;) {
+    std::shared_ptr<Request> req;
+    {
+      std::unique_lock<std::mutex> lock(queueMu_);
+      queueCv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      req = queue_.front();
+    }
+    if (isP2POnly(*req)) {
+      runQueuedP2P();
+      continue;
+    }
+    runQueued(req);
+    std::lock_guard<std::mutex> lock(queueMu_);
+    queue_.pop_front();
+  }
+}
+
+void Comm::executeOps(std::vector<OpArgs>& ops) {
+  LogRankScope logScope(rank_);
+  try {
+    // Collectives run in issue order; point-to-point calls of one batch (a group) are
+    // posted together afterwards so that matching sends and receives cannot deadlock.
+    std::vector<const OpArgs*> p2p;
+    for (const OpArgs& op : ops) {
+      if (op.isP2P()) {
+        p2p.push_back(&op);
+        continue;
+      }
+      if (op.count == 0 && op.kind != OpKind::Barrier) continue;
+      if (op.kind == OpKind::Barrier) {
+        OpArgs b = op;
+        b.kind = OpKind::AllReduce;
+        b.dtype = collUint8;
+        b.op = collMax;
+        b.count = 1;
+        uint8_t one = 1, out = 0;
+        b.sendbuf = &one;
+        b.recvbuf = &out;
+        selector_->select(*this, b).run(*this, b);
+        continue;
+      }
+      const Algorithm& algo = selector_->select(*this, op);
+      COLL_TRACE("%s count %zu %s %s with %s", opKindName(op.kind), op.count, typeName(op.dtype),
+                 opName(op.op), algo.name());
+      algo.run(*this, op);
+    }
+    if (!p2p.empty()) executeP2P(p2p);
+  } catch (const Error& e) {
+    setAsyncError(e.code(), e.what());
+    COLL_WARN("%s", e.what());
+    throw;
+  }
+}
+
+void Comm::executeP2P(const std::vector<const OpArgs*>& ops) {
+  Progress pg(*this, "send/recv");
+  std::vector<Xfer> xs(ops.size());
+  std::vector<Xfer*> wait;
+  std::vector<const OpArgs*> selfSends, selfRecvs;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const OpArgs& op = *ops[i];
+    size_t bytes = op.count * typeSize(op.dtype);
+    if (op.root == rank_) {
+      (op.kind == OpKind::Send ? selfSends : selfRecvs).push_back(&op);
+      continue;
+    }
+    if (op.kind == OpKind::Send) pg.send(op.root, op.sendbuf, bytes, &xs[i]);
+    else pg.recv(op.root, op.recvbuf, bytes, &xs[i]);
+    wait.push_back(&xs[i]);
+  }
+  COLL_ENFORCE_EQ(selfSends.size(), selfRecvs.size(), collInvalidUsage,
+                  "sends to self and receives from self in one group must pair up");
+  for (size_t i = 0; i < selfSends.size(); ++i) {
+    size_t sb = selfSends[i]->count * typeSize(selfSends[i]->dtype);
+    size_t rb = selfRecvs[i]->count * typeSize(selfRecvs[i]->dtype);
+    COLL_ENFORCE_EQ(sb, rb, collInvalidUsage, "send to self and receive from self differ in size");
+    memmove(selfRecvs[i]->recvbuf, selfSends[i]->sendbuf, sb);
+  }
+  pg.waitAll(wait.data(), wait.size());
+}
+
+void Comm::abort(const std::string& why) {
+  aborted_.store(true);
+  setAsyncError(collRemoteError, "communicator aborted: " + why);
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    stopping_ = true;
+    for (auto& req : queue_) req->finish(collRemoteError, "communicator aborted");
+  }
+  queueCv_.notify_all();
+  // Operations in flight notice the abort flag at their next health check and leave.
+  std::lock_guard<std::mutex> exec(execMu_);
+  if (boot_) boot_->abort(why);
+  links_.clear();
+  transports_.clear();
+}
+
+void Comm::destroy() {
+  {
+    std::unique_lock<std::mutex> lock(queueMu_);
+    stopping_ = true;
+  }
+  queueCv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  std::lock_guard<std::mutex> exec(execMu_);
+  // Pending nonblocking work that never started is failed rather than dropped silently.
+  for (auto& req : queue_)
+    if (!req->done()) req->finish(collInvalidUsage, "communicator destroyed before the operation ran");
+  links_.clear();
+  transports_.clear();
+  if (boot_) boot_->close();
+}
+
+void Request::finish(collResult_t code, std::string msg) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_.load()) return;
+    result_ = code;
+    message_ = std::move(msg);
+    done_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+bool Request::wait(double timeoutSec) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::duration<double>(timeoutSec), [&] { return done_.load(); });
+}
+
+}  // namespace coll

@@ -1,0 +1,123 @@
+// The communicator: one context object that owns everything a rank needs to talk to
+// its peers (bootstrap, transports, links), its tunables, its error state and the
+// worker thread that runs nonblocking operations.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "collective.h"
+#include "core/config.hpp"
+#include "core/op.hpp"
+#include "transport/transport.hpp"
+#include "tuning/select.hpp"
+
+namespace coll {
+
+class Request;
+
+class Comm {
+ public:
+  // Connects to the job named by `id` as `rank` of `nranks`. Collective over the ranks.
+  static std::unique_ptr<Comm> create(const UniqueIdData& id, int rank, int nranks);
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const Config& config() const { return cfg_; }
+  Bootstrap& bootstrap() { return *boot_; }
+  const std::vector<PeerInfo>& peers() const { return boot_->peers(); }
+  uint64_t jobNonce() const { return id_.jobNonce; }
+  const UniqueIdData& id() const { return id_; }
+  double timeoutSec() const { return timeoutSec_; }
+
+  // Runs operations in issue order. Blocking calls run in the caller's thread unless
+  // nonblocking work is queued ahead of them, in which case they queue too and wait.
+  void run(std::vector<OpArgs> ops);
+  std::shared_ptr<Request> submit(std::vector<OpArgs> ops);
+
+  // For algorithms: the link to a peer (never self).
+  Link& link(int peer) { return *links_[peer]; }
+  // Called by waiters that made no progress: backs off, enforces the deadline, notices
+  // aborts and failures reported by the bootstrap. Throws coll::Error.
+  void checkHealth(const Deadline& deadline, const char* what);
+  // Scratch memory owned by the communicator (grown on demand, reused across calls).
+  void* scratch(size_t bytes, int slot = 0);
+
+  // Error state: after a failed operation the links are out of step, so every later
+  // operation fails fast with the first error.
+  void setAsyncError(collResult_t code, const std::string& msg);
+  collResult_t asyncError() const { return asyncError_.load(); }
+  std::string asyncErrorText() const;
+
+  void abort(const std::string& why);
+  void destroy();
+
+ private:
+  Comm() = default;
+  void connectTransports();
+  void executeOps(std::vector<OpArgs>& ops);
+  void executeP2P(const std::vector<const OpArgs*>& ops);
+  void runQueued(const std::shared_ptr<Request>& req);
+  void runQueuedP2P();
+  void workerLoop();
+
+  int rank_ = 0;
+  int nranks_ = 0;
+  UniqueIdData id_;
+  double timeoutSec_ = 300;
+  Config cfg_;
+  std::unique_ptr<Bootstrap> boot_;
+  std::vector<std::unique_ptr<Transport>> transports_;
+  std::vector<std::unique_ptr<Link>> links_;  // indexed by peer rank; null for self
+  std::vector<std::vector<uint8_t>> scratch_;
+  std::unique_ptr<Selector> selector_;
+  std::chrono::steady_clock::time_point lastHealthCheck_{};
+
+  std::atomic<collResult_t> asyncError_{collSuccess};
+  mutable std::mutex errMu_;
+  std::string asyncErrorText_;
+  std::atomic<bool> aborted_{false};
+
+  // Ordering of operations: execMu_ is held while one runs; queue_ holds nonblocking
+  // operations (and blocking ones that arrived behind them).
+  std::mutex execMu_;
+  std::mutex queueMu_;
+  std::condition_variable queueCv_;
+  std::deque<std::shared_ptr<Request>> queue_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+// A nonblocking operation's completion state.
+class Request {
+ public:
+  explicit Request(std::vector<OpArgs> ops) : ops(std::move(ops)) {}
+  std::vector<OpArgs> ops;
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  void finish(collResult_t code, std::string msg);
+  // Waits for completion or until the deadline; returns false on timeout.
+  bool wait(double timeoutSec);
+  collResult_t result() const { return result_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  std::atomic<bool> done_{false};
+  collResult_t result_ = collInProgress;
+  std::string message_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+}  // namespace coll

@@ -1,0 +1,108 @@
+#include "core/handles.hpp"
+
+#include <unordered_set>
+
+#include "core/types.hpp"
+
+namespace coll {
+namespace {
+
+// The set of live handles is process-wide by nature: handles are process-wide.
+struct Registry {
+  std::mutex mu;
+  std::unordered_set<const void*> live;
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+thread_local std::string tlsLastError = "no error";
+
+}  // namespace
+
+void registerHandle(const void* h) {
+  std::lock_guard<std::mutex> lock(registry().mu);
+  registry().live.insert(h);
+}
+
+void unregisterHandle(const void* h) {
+  std::lock_guard<std::mutex> lock(registry().mu);
+  registry().live.erase(h);
+}
+
+bool isLiveHandle(const void* h) {
+  if (!h) return false;
+  std::lock_guard<std::mutex> lock(registry().mu);
+  return registry().live.count(h) != 0;
+}
+
+collComm& liveComm(collComm_t comm, const char* arg) {
+  if (!comm) COLL_THROW(collInvalidArgument, arg, " is NULL");
+  if (!isLiveHandle(comm))
+    COLL_THROW(collInvalidUsage, arg, " is not a live communicator (destroyed, aborted or never created)");
+  return *comm;
+}
+
+void recordError(collComm_t comm, collResult_t code, const char* what) {
+  tlsLastError = what;
+  if (comm && isLiveHandle(comm)) {
+    std::lock_guard<std::mutex> lock(comm->errMu);
+    comm->lastError = what;
+  }
+  (void)code;
+}
+
+const char* threadLastError() { return tlsLastError.c_str(); }
+
+namespace {
+
+bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
+  auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return an && bn && pa < pb + bn && pb < pa + an;
+}
+
+size_t mulChecked(size_t a, size_t b, const char* what) {
+  if (b != 0 && a > SIZE_MAX / b) COLL_THROW(collInvalidArgument, what, " overflows size_t (", a, " x ", b, ")");
+  return a * b;
+}
+
+}  // namespace
+
+void validateOp(const Comm& comm, const OpArgs& op, const void* stream) {
+  const int n = comm.nranks(), r = comm.rank();
+  COLL_CHECK_ARG(validType(op.dtype), "datatype ", static_cast<int>(op.dtype), " is not a valid collDataType_t");
+  const bool reduces = op.kind == OpKind::AllReduce || op.kind == OpKind::Reduce ||
+                       op.kind == OpKind::ReduceScatter;
+  if (reduces) COLL_CHECK_ARG(validOp(op.op), "op ", static_cast<int>(op.op), " is not a valid collRedOp_t");
+  if (op.kind == OpKind::Broadcast || op.kind == OpKind::Reduce)
+    COLL_CHECK_ARG(op.root >= 0 && op.root < n, "root ", op.root, " is out of range [0, ", n, ")");
+  if (op.isP2P())
+    COLL_CHECK_ARG(op.root >= 0 && op.root < n, "peer ", op.root, " is out of range [0, ", n, ")");
+  if (stream)
+    COLL_THROW(collInvalidArgument, "stream is not NULL, but this build has no CUDA support (pass NULL for host buffers)");
+  const size_t es = typeSize(op.dtype);
+  const size_t one = mulChecked(op.count, es, "count * element size");
+  size_t sendBytes = one, recvBytes = one;
+  switch (op.kind) {
+    case OpKind::AllGather: recvBytes = mulChecked(one, n, "count * nranks"); break;
+    case OpKind::ReduceScatter: sendBytes = mulChecked(one, n, "count * nranks"); break;
+    case OpKind::AllToAll: sendBytes = recvBytes = mulChecked(one, n, "count * nranks"); break;
+    default: break;
+  }
+  if (op.count == 0) return;
+  const bool needSend = op.kind != OpKind::Recv && !(op.kind == OpKind::Broadcast && r != op.root);
+  const bool needRecv = op.kind != OpKind::Send && !(op.kind == OpKind::Reduce && r != op.root);
+  if (needSend) COLL_CHECK_ARG(op.sendbuf, "sendbuff is NULL with count ", op.count);
+  if (needRecv) COLL_CHECK_ARG(op.recvbuf, "recvbuff is NULL with count ", op.count);
+  if (!needSend || !needRecv || op.sendbuf == op.recvbuf) return;
+  // Out of place: the buffers must not overlap, except in the documented in-place forms.
+  const char* s = static_cast<const char*>(op.sendbuf);
+  const char* d = static_cast<const char*>(op.recvbuf);
+  if (op.kind == OpKind::AllGather && s == d + r * one) return;
+  if (op.kind == OpKind::ReduceScatter && d == s + r * one) return;
+  COLL_CHECK_ARG(!overlaps(s, sendBytes, d, recvBytes),
+                 "sendbuff and recvbuff overlap without being the same buffer (in-place)");
+}
+
+}  // namespace coll

@@ -1,0 +1,65 @@
+// What the C handles point at, the registry that makes use-after-destroy an error
+// instead of a crash, and the conversion of exceptions into collResult_t.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "collective.h"
+#include "core/comm.hpp"
+#include "core/error.hpp"
+
+struct collComm {
+  std::unique_ptr<coll::Comm> impl;
+  std::mutex errMu;
+  std::string lastError;
+};
+
+struct collRequest {
+  std::shared_ptr<coll::Request> req;
+  collComm* comm = nullptr;
+};
+
+namespace coll {
+
+// Live handles. A handle not in the registry is rejected with collInvalidUsage.
+void registerHandle(const void* h);
+void unregisterHandle(const void* h);
+bool isLiveHandle(const void* h);
+
+// The communicator behind a handle; throws collInvalidUsage for a dead or null handle.
+collComm& liveComm(collComm_t comm, const char* arg = "comm");
+
+// Records the error text for collGetLastError (on the comm when it is live, and always
+// for the calling thread).
+void recordError(collComm_t comm, collResult_t code, const char* what);
+const char* threadLastError();
+
+// Runs body, turning exceptions into result codes and recorded messages.
+template <typename F>
+collResult_t guarded(collComm_t comm, const char* fn, F&& body) {
+  try {
+    body();
+    return collSuccess;
+  } catch (const Error& e) {
+    std::string msg = std::string(fn) + ": " + e.what();
+    recordError(comm, e.code(), msg.c_str());
+    return e.code();
+  } catch (const std::bad_alloc&) {
+    recordError(comm, collSystemError, (std::string(fn) + ": out of memory").c_str());
+    return collSystemError;
+  } catch (const std::exception& e) {
+    std::string msg = std::string(fn) + ": internal error: " + e.what();
+    recordError(comm, collInternalError, msg.c_str());
+    return collInternalError;
+  }
+}
+
+// Group calls (collGroupStart/End) defer operations; true if the op was deferred.
+bool groupDefer(collComm& comm, const OpArgs& op);
+
+// Checks one operation's arguments against the communicator (throws collInvalidArgument).
+void validateOp(const Comm& comm, const OpArgs& op, const void* stream);
+
+}  // namespace coll

@@ -1,0 +1,85 @@
+// Sockets shared by the bootstrap and the TCP transport: addresses, interface choice,
+// listening, connecting with retry, and the authenticated handshake that every
+// connection of a job starts with.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/wait.hpp"
+
+namespace coll {
+
+// Owns a file descriptor; closes it on destruction.
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  ~Socket() { reset(); }
+  Socket(Socket&& o) noexcept : fd_(o.release()) {}
+  Socket& operator=(Socket&& o) noexcept { if (this != &o) { reset(); fd_ = o.release(); } return *this; }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() { int f = fd_; fd_ = -1; return f; }
+  void reset();
+
+ private:
+  int fd_ = -1;
+};
+
+std::string addrToString(const sockaddr_storage& a);  // "1.2.3.4:555" or "[::1]:555"
+socklen_t addrLen(const sockaddr_storage& a);
+int addrPort(const sockaddr_storage& a);
+void setAddrPort(sockaddr_storage* a, int port);
+// "host:port", "1.2.3.4:port", "[v6]:port"; resolves names. Throws collInvalidArgument.
+sockaddr_storage parseAddr(const std::string& hostPort);
+
+// The address to listen on and advertise. ifnameSpec follows COLL_SOCKET_IFNAME:
+// "eth0,ib" prefixes, "^docker" excludes, "=eth0" exact. Empty: the first interface that
+// is up and not loopback, else loopback. Port is 0.
+sockaddr_storage chooseLocalAddr(const std::string& ifnameSpec);
+// The interface to use for a job whose root is at `root` (an interface that can reach it:
+// loopback for a loopback root), honouring ifnameSpec when set.
+sockaddr_storage chooseLocalAddrFor(const sockaddr_storage& root, const std::string& ifnameSpec);
+
+// Listens on addr (port 0 picks a free port); *addr gets the bound address.
+Socket listenOn(sockaddr_storage* addr, int backlog = 512);
+// Connects, retrying refused/unreachable connections until the deadline.
+// Throws collTimeout / collSystemError naming the address.
+Socket connectWithRetry(const sockaddr_storage& addr, const Deadline& deadline);
+
+void setNonBlocking(int fd, bool on = true);
+void setNoDelay(int fd);
+void setBufferSizes(int fd, int bytes);
+
+// Blocking transfers on a (possibly non-blocking) socket, bounded by the deadline.
+// A closed peer is collRemoteError; an expired deadline is collTimeout.
+void sendAll(int fd, const void* buf, size_t n, const Deadline& deadline);
+void recvAll(int fd, void* buf, size_t n, const Deadline& deadline);
+
+// Who a connection is for, so one kind can never be mistaken for another.
+enum class ConnRole : uint32_t { Bootstrap = 1, Tcp = 2, Plugin = 3 };
+
+// Handshake. The server sends a challenge; the client answers with magic, protocol
+// version, role and a MAC over the job secret and both nonces, followed by a small hello
+// payload (at most kMaxHello bytes); the server proves the secret back. Either side
+// throws collRemoteError (client) or returns false (server) on any mismatch, so a stray
+// or hostile connection is dropped without touching the job.
+constexpr size_t kMaxHello = 4096;
+void clientHandshake(int fd, const uint8_t* secret, ConnRole role, const void* hello,
+                     size_t helloLen, const Deadline& deadline);
+// On success fills *hello. On failure returns false and sets *why for the warning.
+bool serverHandshake(int fd, const uint8_t* secret, ConnRole role, std::vector<uint8_t>* hello,
+                     const Deadline& deadline, std::string* why);
+
+// SHA-256 (for the handshake MAC).
+void sha256(const void* data, size_t n, uint8_t out[32]);
+
+}  // namespace coll

@@ -1,0 +1,53 @@
+#include "core/wait.hpp"
+
+#include <sched.h>
+#include <time.h>
+
+#include <climits>
+
+#include "core/config.hpp"
+
+namespace coll {
+
+COLL_PARAM(kSpinCount, "COLL_SPIN_COUNT", "2000", "idle polls spent spinning before a waiter yields");
+COLL_PARAM(kMaxSleepUs, "COLL_WAIT_MAX_SLEEP_US", "200", "longest sleep of an idle waiter, in microseconds");
+
+Deadline::Deadline(double seconds) {
+  if (seconds <= 0 || seconds > 1e9) seconds = 1e9;
+  when_ = Clock::now() + std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6));
+}
+
+Deadline Deadline::never() { return Deadline(0); }
+
+double Deadline::remainingSeconds() const {
+  auto d = when_ - Clock::now();
+  double s = std::chrono::duration<double>(d).count();
+  return s > 0 ? s : 0;
+}
+
+int Deadline::remainingMs() const {
+  double ms = remainingSeconds() * 1000.0;
+  return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
+}
+
+Backoff::Backoff(const Config& cfg)
+    : Backoff(static_cast<int>(cfg.getInt(kSpinCount)), static_cast<int>(cfg.getInt(kMaxSleepUs))) {}
+
+void Backoff::idle() {
+  ++n_;
+  if (n_ <= spin_) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    return;
+  }
+  if (n_ <= spin_ + 64) {
+    sched_yield();
+    return;
+  }
+  struct timespec ts = {0, static_cast<long>(sleepUs_) * 1000};
+  nanosleep(&ts, nullptr);
+  if (sleepUs_ < maxSleepUs_) sleepUs_ = sleepUs_ * 2 > maxSleepUs_ ? maxSleepUs_ : sleepUs_ * 2;
+}
+
+}  // namespace coll

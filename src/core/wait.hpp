@@ -1,0 +1,46 @@
+// Deadlines and the idle policy shared by every wait in the library.
+//
+// Up to 8 ranks share 2 cores in tests, so a waiter must not burn a core it does not
+// own: it spins briefly (cheap when the peer has its own core), then yields, then
+// sleeps with a growing interval capped at COLL_WAIT_MAX_SLEEP_US.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace coll {
+
+class Config;
+
+class Deadline {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit Deadline(double seconds);
+  static Deadline never();
+  bool expired() const { return Clock::now() >= when_; }
+  double remainingSeconds() const;
+  int remainingMs() const;  // clamped to [0, INT_MAX]
+
+ private:
+  Clock::time_point when_;
+};
+
+class Backoff {
+ public:
+  Backoff(int spinCount = 2000, int maxSleepUs = 200) : spin_(spinCount), maxSleepUs_(maxSleepUs) {}
+  explicit Backoff(const Config& cfg);
+  // Call after a progress attempt that moved nothing.
+  void idle();
+  // Call after a progress attempt that moved something.
+  void reset() { n_ = 0; sleepUs_ = 1; }
+  // How many consecutive idle calls so far.
+  int idleCount() const { return n_; }
+
+ private:
+  int spin_;
+  int maxSleepUs_;
+  int n_ = 0;
+  int sleepUs_ = 1;
+};
+
+}  // namespace coll

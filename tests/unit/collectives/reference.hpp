@@ -1,0 +1,117 @@
+// Simple reference values for the collective tests: each rank's input element is a
+// small integer chosen so that every reduction is exact in every data type (also
+// float16/bfloat16), and the expected result is computed element by element.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "collective.h"
+#include "core/reduce.hpp"
+
+namespace testing_coll {
+
+// A small integer for (seed, rank, index): in [-4, 4] for sums, in {-2,-1,1,2} for products.
+inline int64_t smallValue(uint32_t seed, int rank, size_t i, collRedOp_t op) {
+  uint64_t h = (static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(rank) << 40) ^ i;
+  h ^= h >> 31;
+  h *= 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 29;
+  if (op == collProd) {
+    static const int64_t v[4] = {-2, -1, 1, 2};
+    return v[h & 3];
+  }
+  return static_cast<int64_t>(h % 9) - 4;
+}
+
+// Stores integer v into element i of buf as type dt (wrapping for small/unsigned types).
+inline void storeValue(void* buf, size_t i, collDataType_t dt, double v) {
+  switch (dt) {
+    case collInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(static_cast<int64_t>(v)); break;
+    case collUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(static_cast<int64_t>(v)); break;
+    case collInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(static_cast<int64_t>(v)); break;
+    case collUint32: static_cast<uint32_t*>(buf)[i] = static_cast<uint32_t>(static_cast<int64_t>(v)); break;
+    case collInt64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
+    case collUint64: static_cast<uint64_t*>(buf)[i] = static_cast<uint64_t>(static_cast<int64_t>(v)); break;
+    case collFloat16: static_cast<uint16_t*>(buf)[i] = coll::floatToHalf(static_cast<float>(v)); break;
+    case collBfloat16: static_cast<uint16_t*>(buf)[i] = coll::floatToBf16(static_cast<float>(v)); break;
+    case collFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
+    case collFloat64: static_cast<double*>(buf)[i] = v; break;
+    default: break;
+  }
+}
+
+inline bool isUnsigned(collDataType_t dt) { return dt == collUint8 || dt == collUint32 || dt == collUint64; }
+inline bool isFloat(collDataType_t dt) {
+  return dt == collFloat16 || dt == collBfloat16 || dt == collFloat32 || dt == collFloat64;
+}
+
+// The exact reduction of the ranks' values for element i, as stored in type dt.
+inline void expectedValue(void* out, size_t i, collDataType_t dt, collRedOp_t op, uint32_t seed, int n) {
+  // Integers are combined in 64 bits and wrap when stored, like the library's modular
+  // arithmetic; small types see the values already wrapped to their width first.
+  auto asType = [&](int64_t v) -> int64_t {
+    uint8_t tmp[8];
+    storeValue(tmp, 0, dt, static_cast<double>(v));
+    switch (dt) {
+      case collInt8: return *reinterpret_cast<int8_t*>(tmp);
+      case collUint8: return *reinterpret_cast<uint8_t*>(tmp);
+      case collInt32: return *reinterpret_cast<int32_t*>(tmp);
+      case collUint32: return *reinterpret_cast<uint32_t*>(tmp);
+      default: return v;
+    }
+  };
+  // uint64 values above 2^63 (wrapped negatives) must compare as unsigned.
+  auto greater = [&](int64_t a, int64_t b) {
+    return dt == collUint64 ? static_cast<uint64_t>(a) > static_cast<uint64_t>(b) : a > b;
+  };
+  int64_t acc = asType(smallValue(seed, 0, i, op));
+  for (int r = 1; r < n; ++r) {
+    int64_t v = asType(smallValue(seed, r, i, op));
+    switch (op) {
+      case collSum: case collAvg: acc += v; break;
+      case collProd: acc *= v; break;
+      case collMax: acc = greater(v, acc) ? v : acc; break;
+      case collMin: acc = greater(acc, v) ? v : acc; break;
+      default: break;
+    }
+    if (op == collProd) acc = asType(acc);
+  }
+  if (op == collAvg) {
+    if (isFloat(dt)) {
+      double d = static_cast<double>(acc) / n;
+      storeValue(out, i, dt, d);
+      return;
+    }
+    acc = asType(acc);
+    if (isUnsigned(dt)) {
+      uint64_t u = static_cast<uint64_t>(acc);
+      if (dt == collUint8) u &= 0xff;
+      if (dt == collUint32) u &= 0xffffffffull;
+      storeValue(out, i, dt, static_cast<double>(static_cast<int64_t>(u / n)));
+      return;
+    }
+    acc /= n;
+  }
+  storeValue(out, i, dt, static_cast<double>(acc));
+}
+
+// Element i of buf as double (for messages and float tolerance checks).
+inline double loadValue(const void* buf, size_t i, collDataType_t dt) {
+  switch (dt) {
+    case collInt8: return static_cast<const int8_t*>(buf)[i];
+    case collUint8: return static_cast<const uint8_t*>(buf)[i];
+    case collInt32: return static_cast<const int32_t*>(buf)[i];
+    case collUint32: return static_cast<const uint32_t*>(buf)[i];
+    case collInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
+    case collUint64: return static_cast<double>(static_cast<const uint64_t*>(buf)[i]);
+    case collFloat16: return coll::halfToFloat(static_cast<const uint16_t*>(buf)[i]);
+    case collBfloat16: return coll::bf16ToFloat(static_cast<const uint16_t*>(buf)[i]);
+    case collFloat32: return static_cast<const float*>(buf)[i];
+    case collFloat64: return static_cast<const double*>(buf)[i];
+    default: return 0;
+  }
+}
+
+}  // namespace testing_coll

@@ -1,0 +1,141 @@
+// Bad input gets a clear error code and a message naming the argument; never a crash.
+#include <climits>
+#include <cstring>
+#include <string>
+
+#include "harness.hpp"
+
+using namespace testing_coll;
+
+namespace {
+
+bool mentions(const char* text, const char* word) { return std::string(text).find(word) != std::string::npos; }
+
+TEST(Errors, InitArguments) {
+  collUniqueId id;
+  ASSERT_EQ(collGetUniqueId(&id), collSuccess);
+  collComm_t c = reinterpret_cast<collComm_t>(0x1);
+  EXPECT_EQ(collCommInitRank(&c, 0, id, 0), collInvalidArgument);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_TRUE(mentions(collGetLastError(nullptr), "nranks"));
+  EXPECT_EQ(collCommInitRank(&c, 2, id, 2), collInvalidArgument);
+  EXPECT_TRUE(mentions(collGetLastError(nullptr), "rank"));
+  EXPECT_EQ(collCommInitRank(&c, 2, id, -1), collInvalidArgument);
+  EXPECT_EQ(collCommInitRank(nullptr, 1, id, 0), collInvalidArgument);
+  collUniqueId garbage;
+  memset(&garbage, 0x42, sizeof(garbage));
+  EXPECT_EQ(collCommInitRank(&c, 1, garbage, 0), collInvalidArgument);
+  EXPECT_EQ(collGetUniqueId(nullptr), collInvalidArgument);
+  EXPECT_EQ(collGetVersion(nullptr), collInvalidArgument);
+  int v = 0;
+  EXPECT_EQ(collGetVersion(&v), collSuccess);
+  EXPECT_EQ(v, COLL_VERSION_CODE);
+}
+
+TEST(Errors, ErrorStrings) {
+  for (int r = 0; r <= collNumResults; ++r) EXPECT_NE(collGetErrorString(static_cast<collResult_t>(r)), nullptr);
+  EXPECT_STREQ(collGetErrorString(collSuccess), "no error");
+}
+
+class BadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    job_ = std::make_unique<Job>(1);
+    ASSERT_TRUE(job_->ok());
+    c_ = job_->comm(0);
+  }
+  std::unique_ptr<Job> job_;
+  collComm_t c_ = nullptr;
+  float a_[64] = {}, b_[64] = {};
+};
+
+TEST_F(BadInput, NullBuffersWithCount) {
+  EXPECT_EQ(collAllReduce(nullptr, b_, 4, collFloat32, collSum, c_, nullptr), collInvalidArgument);
+  EXPECT_TRUE(mentions(collGetLastError(c_), "sendbuff"));
+  EXPECT_EQ(collAllReduce(a_, nullptr, 4, collFloat32, collSum, c_, nullptr), collInvalidArgument);
+  EXPECT_TRUE(mentions(collGetLastError(c_), "recvbuff"));
+  EXPECT_EQ(collAllGather(nullptr, b_, 4, collFloat32, c_, nullptr), collInvalidArgument);
+  EXPECT_EQ(collSend(nullptr, 4, collFloat32, 0, c_, nullptr), collInvalidArgument);
+  // A zero count with null buffers is fine.
+  EXPECT_EQ(collAllReduce(nullptr, nullptr, 0, collFloat32, collSum, c_, nullptr), collSuccess);
+}
+
+TEST_F(BadInput, TypesOpsRootsPeers) {
+  EXPECT_EQ(collAllReduce(a_, b_, 4, static_cast<collDataType_t>(42), collSum, c_, nullptr), collInvalidArgument);
+  EXPECT_TRUE(mentions(collGetLastError(c_), "datatype"));
+  EXPECT_EQ(collAllReduce(a_, b_, 4, static_cast<collDataType_t>(-1), collSum, c_, nullptr), collInvalidArgument);
+  EXPECT_EQ(collAllReduce(a_, b_, 4, collFloat32, static_cast<collRedOp_t>(9), c_, nullptr), collInvalidArgument);
+  EXPECT_TRUE(mentions(collGetLastError(c_), "op"));
+  EXPECT_EQ(collBroadcast(a_, b_, 4, collFloat32, 1, c_, nullptr), collInvalidArgument);
+  EXPECT_TRUE(mentions(collGetLastError(c_), "root"));
+  EXPECT_EQ(collReduce(a_, b_, 4, collFloat32, collSum, -1, c_, nullptr), collInvalidArgument);
+  EXPECT_EQ(collSend(a_, 4, collFloat32, 5, c_, nullptr), collInvalidArgument);
+  EXPECT_TRUE(mentions(collGetLastError(c_), "peer"));
+  EXPECT_EQ(collRecv(b_, 4, collFloat32, -3, c_, nullptr), collInvalidArgument);
+}
+
+TEST_F(BadInput, CountOverflowAndOverlap) {
+  EXPECT_EQ(collAllReduce(a_, b_, SIZE_MAX / 2, collFloat32, collSum, c_, nullptr), collInvalidArgument);
+  EXPECT_TRUE(mentions(collGetLastError(c_), "overflow"));
+  EXPECT_EQ(collAllReduce(a_, a_ + 1, 8, collFloat32, collSum, c_, nullptr), collInvalidArgument);
+  EXPECT_TRUE(mentions(collGetLastError(c_), "overlap"));
+  // The communicator still works after rejected calls.
+  a_[0] = 3;
+  EXPECT_EQ(collAllReduce(a_, b_, 1, collFloat32, collSum, c_, nullptr), collSuccess);
+  EXPECT_EQ(b_[0], 3);
+}
+
+TEST_F(BadInput, StreamWithoutCudaAndSelfSend) {
+  int dummy;
+  EXPECT_NE(collAllReduce(a_, b_, 4, collFloat32, collSum, c_, &dummy), collSuccess);
+  EXPECT_EQ(collSend(a_, 4, collFloat32, 0, c_, nullptr), collInvalidUsage);
+  // ...but inside a group, a send to self pairs with a receive from self.
+  a_[0] = 5;
+  b_[0] = 0;
+  EXPECT_EQ(collGroupStart(), collSuccess);
+  EXPECT_EQ(collSend(a_, 1, collFloat32, 0, c_, nullptr), collSuccess);
+  EXPECT_EQ(collRecv(b_, 1, collFloat32, 0, c_, nullptr), collSuccess);
+  EXPECT_EQ(collGroupEnd(), collSuccess) << collGetLastError(nullptr);
+  EXPECT_EQ(b_[0], 5);
+  EXPECT_EQ(collGroupEnd(), collInvalidUsage);
+}
+
+TEST(Errors, UseAfterDestroyAndNullHandles) {
+  Job job(1);
+  ASSERT_TRUE(job.ok());
+  collComm_t c = job.comm(0);
+  ASSERT_EQ(collCommDestroy(c), collSuccess);
+  job.forget(0);
+  float x = 1, y = 0;
+  EXPECT_EQ(collAllReduce(&x, &y, 1, collFloat32, collSum, c, nullptr), collInvalidUsage);
+  EXPECT_TRUE(mentions(collGetLastError(c), "not a live communicator"));
+  EXPECT_EQ(collCommDestroy(c), collInvalidUsage);
+  EXPECT_EQ(collCommAbort(c), collInvalidUsage);
+  int n;
+  EXPECT_EQ(collCommCount(c, &n), collInvalidUsage);
+  EXPECT_EQ(collCommCount(nullptr, &n), collInvalidArgument);
+  EXPECT_EQ(collBarrier(nullptr), collInvalidArgument);
+  collRequest_t req = nullptr;
+  EXPECT_EQ(collWait(&req), collInvalidArgument);
+  EXPECT_EQ(collWait(nullptr), collInvalidArgument);
+  int done;
+  EXPECT_EQ(collTest(&req, &done), collInvalidArgument);
+  collRequest_t bogus = reinterpret_cast<collRequest_t>(&x);
+  EXPECT_EQ(collWait(&bogus), collInvalidUsage);
+}
+
+TEST(Errors, BadTunablesAreReported) {
+  ScopedEnv algo("COLL_ALGO", "allreduce:nosuch");
+  collUniqueId id;
+  ASSERT_EQ(collGetUniqueId(&id), collSuccess);
+  collComm_t c = nullptr;
+  EXPECT_EQ(collCommInitRank(&c, 1, id, 0), collInvalidArgument);
+  EXPECT_TRUE(mentions(collGetLastError(nullptr), "COLL_ALGO"));
+  ScopedEnv transport("COLL_TRANSPORT", "pigeon");
+  ScopedEnv algo2("COLL_ALGO", nullptr);
+  ASSERT_EQ(collGetUniqueId(&id), collSuccess);
+  EXPECT_EQ(collCommInitRank(&c, 1, id, 0), collInvalidArgument);
+  EXPECT_TRUE(mentions(collGetLastError(nullptr), "COLL_TRANSPORT"));
+}
+
+}  // namespace

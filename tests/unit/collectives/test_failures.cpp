@@ -1,0 +1,84 @@
+// A peer that stops participating or aborts turns into an error on the survivors within
+// COLL_TIMEOUT, never a hang.
+#include <chrono>
+#include <thread>
+
+#include "harness.hpp"
+
+using namespace testing_coll;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+TEST(Failures, SilentPeerTimesOut) {
+  ScopedEnv timeout("COLL_TIMEOUT", "2");
+  Job job(2);
+  ASSERT_TRUE(job.ok());
+  job.run([&](int r, collComm_t c) {
+    if (r == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(3500));  // never joins the call
+      return;
+    }
+    std::vector<float> x(1000, 1.f);
+    auto t0 = Clock::now();
+    collResult_t rc = collAllReduce(x.data(), x.data(), x.size(), collFloat32, collSum, c, nullptr);
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_EQ(rc, collTimeout) << collGetLastError(c);
+    EXPECT_GE(secs, 1.5);
+    EXPECT_LT(secs, 5.0);
+    // The communicator stays failed: later calls fail fast with the same error.
+    EXPECT_NE(collAllReduce(x.data(), x.data(), 1, collFloat32, collSum, c, nullptr), collSuccess);
+    collResult_t async;
+    EXPECT_EQ(collCommGetAsyncError(c, &async), collSuccess);
+    EXPECT_EQ(async, collTimeout);
+  });
+  job.run([&](int r, collComm_t c) {
+    EXPECT_EQ(collCommAbort(c), collSuccess);
+    job.forget(r);
+  });
+}
+
+TEST(Failures, AbortedPeerIsReportedQuickly) {
+  ScopedEnv timeout("COLL_TIMEOUT", "30");
+  Job job(3);
+  ASSERT_TRUE(job.ok());
+  job.run([&](int r, collComm_t c) {
+    if (r == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      EXPECT_EQ(collCommAbort(c), collSuccess);
+      job.forget(r);
+      return;
+    }
+    std::vector<float> x(1 << 16, 1.f);
+    auto t0 = Clock::now();
+    collResult_t rc = collAllReduce(x.data(), x.data(), x.size(), collFloat32, collSum, c, nullptr);
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_EQ(rc, collRemoteError) << collGetLastError(c);
+    EXPECT_LT(secs, 10.0) << "the abort should be noticed long before COLL_TIMEOUT";
+    EXPECT_EQ(collCommAbort(c), collSuccess);
+    job.forget(r);
+  });
+}
+
+TEST(Failures, NonblockingFailureSurfacesInWait) {
+  ScopedEnv timeout("COLL_TIMEOUT", "2");
+  Job job(2);
+  ASSERT_TRUE(job.ok());
+  job.run([&](int r, collComm_t c) {
+    if (r == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+      return;
+    }
+    float x = 1;
+    collRequest_t req;
+    ASSERT_EQ(collIallReduce(&x, &x, 1, collFloat32, collSum, c, &req), collSuccess);
+    EXPECT_EQ(collWait(&req), collTimeout) << collGetLastError(c);
+    EXPECT_EQ(req, nullptr);
+  });
+  job.run([&](int r, collComm_t c) {
+    EXPECT_EQ(collCommAbort(c), collSuccess);
+    job.forget(r);
+  });
+}
+
+}  // namespace

@@ -1,0 +1,73 @@
+// The transport interface: everything above it speaks of ranks and byte ranges, never of
+// sockets or shared memory.
+//
+// A Link is a bidirectional, ordered connection to one peer. Sends are matched to
+// receives by order per direction (the n-th send posted on rank A's link to B lands in
+// the n-th receive B posts on its link to A); both sizes must agree, and a transport
+// reports a mismatch as collRemoteError instead of corrupting memory.
+// Links are not thread-safe: one thread at a time posts and progresses a link.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace coll {
+
+class Bootstrap;
+class Config;
+class Deadline;
+
+// One posted send or receive. The memory and the Xfer itself stay valid until complete.
+struct Xfer {
+  void* buf = nullptr;  // send: read from here; receive: written here
+  size_t bytes = 0;
+  size_t done = 0;       // bytes moved so far (written by the transport)
+  bool complete = false; // set by the transport when all bytes have moved
+};
+
+class Link {
+ public:
+  virtual ~Link() = default;
+  virtual void postSend(Xfer* x) = 0;
+  virtual void postRecv(Xfer* x) = 0;
+  // Moves bytes of posted transfers without blocking; true if anything moved.
+  // Throws coll::Error (collRemoteError when the peer closed, died or sent bad data).
+  virtual bool progress() = 0;
+  // Blocks up to timeoutMs for this link to have something to do (poll on a socket, a
+  // futex on a flag); may return early. Used by waiters after spinning.
+  virtual void waitActivity(int timeoutMs) { (void)timeoutMs; }
+  virtual const char* transportName() const = 0;
+};
+
+// What a transport gets to set itself up; owned by the communicator.
+struct TransportContext {
+  int rank = 0;
+  int nranks = 0;
+  const Config* cfg = nullptr;
+  Bootstrap* bootstrap = nullptr;      // for exchanging connection info
+  std::vector<std::string> hostIds;    // per rank; equal strings = same host
+  std::vector<int> pids;               // per rank
+  std::string jobTag;                  // short unique tag of this communicator (hex), for names
+  const uint8_t* secret = nullptr;     // 32-byte job secret; connections must prove it
+  double timeoutSec = 300;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  // Collective over ctx.bootstrap: every rank calls it (with a possibly empty peer list)
+  // so that the bootstrap exchanges stay in step. Returns a link per requested peer.
+  // The set of peers must be symmetric: a in peers(b) <=> b in peers(a).
+  virtual std::map<int, std::unique_ptr<Link>> connect(const TransportContext& ctx,
+                                                       const std::vector<int>& peers) = 0;
+};
+
+// Registered transports by name ("tcp", "shm", ...): nullptr if unknown or not built.
+std::unique_ptr<Transport> makeTransport(const std::string& name);
+
+}  // namespace coll

@@ -54,11 +54,25 @@ std::string localHostId();
 // job is aborted, or the deadline passes. Keeps itself alive (detached).
 class RendezvousRoot {
  public:
-  // Listens on `addr` (port 0 picks one); returns the address actually bound.
+  // Listens on `addr` (port 0 picks one); returns the address actually bound (a wildcard
+  // address stays a wildcard: advertise a reachable one in the id).
+  // timeoutSec bounds how long the job may take to form; once formed, the root serves
+  // until every rank has left or failed.
+  // COLL_BOOTSTRAP_HANDSHAKE_TIMEOUT bounds how long a new connection may take to prove
+  // the secret.
+  // nranks == 0 (collGetUniqueId does not know the size): the root learns it from the
+  // first valid hello and rejects later hellos that disagree.
   static sockaddr_storage start(const sockaddr_storage& addr, int nranks,
                                 const uint8_t* secret, double timeoutSec);
 };
 
+// Thread safety: calls are serialised internally (concurrent calls are safe but run one
+// at a time). failureReported() never blocks on that: it may be called from any thread at
+// any time, costs one non-blocking recv() (nothing once a failure is recorded), and while
+// another call is running it answers from the notices seen so far.
+// Every blocking call is bounded by the timeoutSec given to connect().
+// Destroying a Bootstrap without close() or abort() drops the connection without a
+// goodbye: the root reports this rank to every other rank as disconnected (a crash).
 class Bootstrap {
  public:
   virtual ~Bootstrap() = default;

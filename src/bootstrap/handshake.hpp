@@ -1,0 +1,75 @@
+// The wire format of the connection handshake (see clientHandshake in core/socket.hpp),
+// in pieces, so that a server multiplexing many connections (the rendezvous root) can run
+// it without blocking on any one of them. core/socket.cpp builds the blocking
+// clientHandshake / serverHandshake from the same pieces, so the two cannot drift.
+//
+//   server -> client  challenge : magic u32 | version u32 | server nonce[16]          (24 B)
+//   client -> server  header    : magic u32 | version u32 | role u32 | client nonce[16]
+//                                 | MAC[32] | hello length u32                         (64 B)
+//                     hello     : hello length bytes (<= kMaxHello)
+//   server -> client  proof     : SHA256(secret | "server" | client nonce | server nonce)
+//   MAC = SHA256(secret | "client" | role u32 | server nonce | client nonce)
+// Integers are little-endian.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "core/socket.hpp"
+
+namespace coll::hs {
+
+constexpr uint32_t kHsMagic = kIdMagic;
+constexpr uint32_t kHsVersion = kProtocolVersion;
+constexpr size_t kSecretBytesHs = kSecretBytes;
+constexpr size_t kNonceBytes = 16;
+constexpr size_t kMacBytes = 32;
+constexpr size_t kChallengeBytes = 8 + kNonceBytes;
+constexpr size_t kClientHeaderBytes = 12 + kNonceBytes + kMacBytes + 4;
+
+void randomNonce(uint8_t* out);
+void putU32(uint8_t* p, uint32_t v);
+uint32_t getU32(const uint8_t* p);
+bool equalConstTime(const uint8_t* a, const uint8_t* b, size_t n);
+void clientMac(const uint8_t* secret, ConnRole role, const uint8_t* serverNonce,
+               const uint8_t* clientNonce, uint8_t* out);
+void serverMac(const uint8_t* secret, const uint8_t* clientNonce, const uint8_t* serverNonce,
+               uint8_t* out);
+void makeChallenge(const uint8_t* serverNonce, uint8_t* out);
+// Validates a client header (magic, version, role, hello bound, MAC). On success sets
+// *helloLen; on failure says why.
+bool checkClientHeader(const uint8_t* hdr, const uint8_t* secret, ConnRole role,
+                       const uint8_t* serverNonce, size_t* helloLen, std::string* why);
+void makeServerProof(const uint8_t* secret, const uint8_t* hdr, const uint8_t* serverNonce,
+                     uint8_t* out);
+
+// Server side of the handshake as a state machine over a non-blocking socket: call
+// start() once, then step() whenever the socket is readable.
+class ServerHandshake {
+ public:
+  enum class Status { InProgress, Done, Failed };
+  ServerHandshake(const uint8_t* secret, ConnRole role) : secret_(secret), role_(role) {}
+  // Sends the challenge (24 bytes always fit an empty socket buffer).
+  Status start(int fd);
+  // Reads what is available; on Done the hello is in hello(), on Failed why() says why.
+  Status step(int fd);
+  const std::vector<uint8_t>& hello() const { return hello_; }
+  const std::string& why() const { return why_; }
+
+ private:
+  Status fail(std::string why);
+  const uint8_t* secret_;
+  ConnRole role_;
+  uint8_t nonce_[kNonceBytes] = {};
+  uint8_t hdr_[kClientHeaderBytes] = {};
+  size_t hdrGot_ = 0;
+  size_t helloLen_ = 0;
+  size_t helloGot_ = 0;
+  std::vector<uint8_t> hello_;
+  std::string why_;
+};
+
+}  // namespace coll::hs

@@ -1,0 +1,430 @@
+// The rendezvous root: one thread, one poll() loop over every connection, each
+// connection a small state machine (handshake -> joined -> left). Nothing in the loop
+// blocks on a single peer, so a client that is silent, slow or hostile costs the job
+// nothing but a warning when it is dropped.
+#include <errno.h>
+#include <poll.h>
+#include <time.h>
+
+#include <cstring>
+#include <thread>
+
+#include "bootstrap/bootstrap.hpp"
+#include "bootstrap/handshake.hpp"
+#include "bootstrap/protocol.hpp"
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/socket.hpp"
+
+namespace coll {
+
+COLL_PARAM(kHandshakeTimeout, "COLL_BOOTSTRAP_HANDSHAKE_TIMEOUT", "5",
+           "seconds a new bootstrap connection has to prove the job secret");
+
+namespace {
+
+using bs::MsgType;
+using Frame = std::shared_ptr<const std::vector<uint8_t>>;
+
+// Connections still proving the secret; more are refused so a flood cannot exhaust fds.
+constexpr size_t kMaxPending = 256;
+
+struct Conn {
+  enum class State { Handshake, Joined, Left, Dead };
+  Conn(Socket s, std::string peer, const uint8_t* secret, double hsSec)
+      : sock(std::move(s)), peer(std::move(peer)), hsm(secret, ConnRole::Bootstrap), hsDeadline(hsSec) {}
+  Socket sock;
+  std::string peer;
+  State state = State::Handshake;
+  hs::ServerHandshake hsm;
+  Deadline hsDeadline;
+  int rank = -1;
+  bs::FrameReader in;
+  bs::OutQueue out;
+  bool closeWhenFlushed = false;  // a rejected or departed peer: close once told why
+};
+
+Frame makeShared(MsgType t, const std::vector<uint8_t>& payload) {
+  return std::make_shared<const std::vector<uint8_t>>(bs::makeFrame(t, payload.data(), payload.size()));
+}
+
+Frame textFrame(MsgType t, uint32_t code, const std::string& text) {
+  bs::Writer w;
+  w.u32(code);
+  w.str(text.substr(0, bs::kMaxText));
+  return makeShared(t, w.data());
+}
+
+class Root {
+ public:
+  Root(Socket listen, const sockaddr_storage& addr, int nranks, const uint8_t* secret, double timeoutSec,
+       double hsSec)
+      : listen_(std::move(listen)), name_(addrToString(addr)), nranks_(nranks > 0 ? nranks : 0),
+        formDeadline_(timeoutSec), timeoutSec_(timeoutSec), hsSec_(hsSec) {
+    memcpy(secret_, secret, kSecretBytes);
+    if (nranks_) sizeTables();
+  }
+  ~Root() { memset(secret_, 0, sizeof(secret_)); }
+
+  void run() {
+    COLL_INFO("bootstrap root %s: serving %d ranks", name_.c_str(), nranks_);
+    while (!finished()) {
+      pollOnce();
+      checkDeadlines();
+      flushAll();
+      sweep();
+    }
+    finalFlush();
+    COLL_INFO("bootstrap root %s: done", name_.c_str());
+  }
+
+ private:
+  void sizeTables() {
+    byRank_.assign(nranks_, nullptr);
+    peers_.assign(nranks_, PeerInfo{});
+    blobs_.assign(nranks_, {});
+    kinds_.assign(nranks_, 0);
+    contributed_.assign(nranks_, 0);
+  }
+
+  void pollOnce() {
+    std::vector<pollfd> fds;
+    size_t first = 0;
+    if (listen_.valid()) { fds.push_back({listen_.fd(), POLLIN, 0}); first = 1; }
+    size_t polled = conns_.size();
+    for (auto& c : conns_)
+      fds.push_back({c->sock.fd(), static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT)), 0});
+    int rc = poll(fds.data(), fds.size(), formed_ ? 1000 : 50);
+    if (rc <= 0) return;
+    if (first && (fds[0].revents & POLLIN)) acceptNew();
+    for (size_t k = 0; k < polled; ++k) {
+      Conn& c = *conns_[k];
+      if (c.state != Conn::State::Dead && (fds[first + k].revents & (POLLIN | POLLHUP | POLLERR)))
+        onReadable(c);
+    }
+  }
+
+  void acceptNew() {
+    for (int n = 0; n < 64; ++n) {  // bounded so a flood cannot starve the joined ranks
+      sockaddr_storage from{};
+      socklen_t len = sizeof(from);
+      Socket s(::accept4(listen_.fd(), reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!s.valid()) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          // The listener stays readable: pause instead of spinning until fds free up.
+          COLL_WARN("bootstrap root %s: accept: %s", name_.c_str(), sysErrorText(errno).c_str());
+          struct timespec ts = {0, 20 * 1000 * 1000};
+          nanosleep(&ts, nullptr);
+        }
+        return;
+      }
+      std::string peer = addrToString(from);
+      size_t pending = 0;
+      for (auto& c : conns_) pending += c->state == Conn::State::Handshake;
+      if (pending >= kMaxPending) {
+        COLL_WARN("bootstrap root %s: refused %s: %zu connections are already handshaking", name_.c_str(),
+                  peer.c_str(), pending);
+        continue;
+      }
+      auto c = std::make_unique<Conn>(std::move(s), peer, secret_, std::min(hsSec_, timeoutSec_));
+      if (c->hsm.start(c->sock.fd()) == hs::ServerHandshake::Status::Failed) {
+        COLL_WARN("bootstrap root %s: dropped %s: %s", name_.c_str(), peer.c_str(), c->hsm.why().c_str());
+        continue;
+      }
+      conns_.push_back(std::move(c));
+    }
+  }
+
+  void onReadable(Conn& c) {
+    if (c.state == Conn::State::Handshake) {
+      auto st = c.hsm.step(c.sock.fd());
+      if (st == hs::ServerHandshake::Status::Failed) {
+        COLL_WARN("bootstrap root %s: dropped connection from %s: %s", name_.c_str(), c.peer.c_str(),
+                  c.hsm.why().c_str());
+        c.state = Conn::State::Dead;
+      } else if (st == hs::ServerHandshake::Status::Done) {
+        onHello(c);
+      }
+      return;
+    }
+    while (c.state == Conn::State::Joined) {
+      auto st = c.in.read(c.sock.fd(), nranks_);
+      if (st == bs::FrameReader::Status::Again) return;
+      if (st == bs::FrameReader::Status::Closed) return lost(c, "disconnected");
+      if (st == bs::FrameReader::Status::Bad) return lost(c, "sent a malformed message: " + c.in.why());
+      try {
+        onFrame(c);
+      } catch (const Error& e) {
+        return lost(c, strCat("sent a malformed message: ", e.what()));
+      }
+      c.in.reset();
+    }
+    if (c.state == Conn::State::Left) {
+      // A departed or rejected peer has nothing more to say; drain until it closes.
+      char sink[256];
+      ssize_t k = ::recv(c.sock.fd(), sink, sizeof(sink), MSG_DONTWAIT);
+      if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) c.state = Conn::State::Dead;
+    }
+  }
+
+  void reject(Conn& c, collResult_t code, const std::string& why) {
+    COLL_WARN("bootstrap root %s: rejected %s: %s", name_.c_str(), c.peer.c_str(), why.c_str());
+    c.out.push(textFrame(MsgType::Error, code, why));
+    c.state = Conn::State::Left;
+    c.closeWhenFlushed = true;
+  }
+
+  void onHello(Conn& c) {
+    bs::RankHello h;
+    try {
+      h = bs::decodeHello(c.hsm.hello());
+    } catch (const Error& e) {
+      COLL_WARN("bootstrap root %s: dropped %s: %s", name_.c_str(), c.peer.c_str(), e.what());
+      c.state = Conn::State::Dead;
+      return;
+    }
+    if (h.nranks < 1 || h.nranks > bs::kMaxRanks)
+      return reject(c, collInvalidArgument, strCat("nranks = ", h.nranks, " is outside [1, ", bs::kMaxRanks, "]"));
+    if (!nranks_) { nranks_ = h.nranks; sizeTables(); }
+    if (h.nranks != nranks_)
+      return reject(c, collInvalidUsage, strCat("rank ", h.rank, " says nranks = ", h.nranks,
+                                                 " but the job has nranks = ", nranks_));
+    if (h.rank < 0 || h.rank >= nranks_)
+      return reject(c, collInvalidArgument, strCat("rank ", h.rank, " is outside [0, ", nranks_, ")"));
+    if (byRank_[h.rank])
+      return reject(c, collInvalidUsage, strCat("duplicate rank: ", bs::describeRank(h.rank, h.info),
+                                                 " but ", bs::describeRank(h.rank, peers_[h.rank]),
+                                                 " already joined"));
+    if (failure_) {
+      c.out.push(failure_);
+      c.state = Conn::State::Left;
+      c.closeWhenFlushed = true;
+      return;
+    }
+    c.state = Conn::State::Joined;
+    c.rank = h.rank;
+    byRank_[h.rank] = &c;
+    peers_[h.rank] = h.info;
+    COLL_TRACE("bootstrap root %s: %s joined (%d of %d)", name_.c_str(),
+               bs::describeRank(h.rank, h.info).c_str(), joined_ + 1, nranks_);
+    if (++joined_ == nranks_) formJob();
+  }
+
+  void formJob() {
+    formed_ = true;
+    // Nobody else may join now: stop listening so strangers no longer reach us.
+    listen_.reset();
+    for (auto& c : conns_)
+      if (c->state == Conn::State::Handshake) c->state = Conn::State::Dead;
+    broadcast(makeShared(MsgType::Welcome, bs::encodePeers(peers_)), -1);
+    COLL_INFO("bootstrap root %s: all %d ranks joined", name_.c_str(), nranks_);
+  }
+
+  void onFrame(Conn& c) {
+    bs::Reader r(c.in.payload().data(), c.in.payload().size(), "bootstrap message");
+    switch (c.in.type()) {
+      case MsgType::Contribute: {
+        if (!formed_) COLL_THROW(collRemoteError, "contribution before the job formed");
+        uint32_t kind = r.u32();
+        if (failure_) return;  // the job is over; the rank already has the failure notice
+        if (contributed_[c.rank]) COLL_THROW(collRemoteError, "two contributions to one round");
+        contributed_[c.rank] = 1;
+        kinds_[c.rank] = kind;
+        blobs_[c.rank].assign(c.in.payload().begin() + 4, c.in.payload().end());
+        ++contributions_;
+        return checkRound();
+      }
+      case MsgType::Abort: {
+        std::string why = r.str(bs::kMaxText);
+        c.state = Conn::State::Left;
+        reportFailure(c.rank, strCat(bs::describeRank(c.rank, peers_[c.rank]), " aborted: ", why));
+        return;
+      }
+      case MsgType::Goodbye:
+        COLL_TRACE("bootstrap root %s: rank %d said goodbye", name_.c_str(), c.rank);
+        c.state = Conn::State::Left;
+        return checkRound();
+      default:
+        COLL_THROW(collRemoteError, "unexpected message type ", static_cast<uint32_t>(c.in.type()));
+    }
+  }
+
+  void clearRound() {
+    for (auto& b : blobs_) std::vector<uint8_t>().swap(b);
+    std::fill(contributed_.begin(), contributed_.end(), 0);
+    contributions_ = 0;
+  }
+
+  // Fails the round for the ranks that contributed.
+  void failRound(collResult_t code, const std::string& why) {
+    COLL_WARN("bootstrap root %s: %s", name_.c_str(), why.c_str());
+    Frame f = textFrame(MsgType::Error, code, why);
+    for (int r = 0; r < nranks_; ++r)
+      if (contributed_[r] && byRank_[r]) byRank_[r]->out.push(f);
+    clearRound();
+  }
+
+  void checkRound() {
+    if (!contributions_ || failure_) return;
+    for (int r = 0; r < nranks_; ++r)
+      if (!contributed_[r] && (!byRank_[r] || byRank_[r]->state != Conn::State::Joined))
+        return failRound(collRemoteError, strCat("rank ", r, " closed its bootstrap while other ranks wait in a "
+                                                 "bootstrap all-gather or barrier"));
+    if (contributions_ < nranks_) return;
+    for (int r = 1; r < nranks_; ++r) {
+      if (kinds_[r] != kinds_[0])
+        return failRound(collInvalidUsage, strCat("bootstrap mismatch: rank 0 called ", kindName(kinds_[0]),
+                                                  " but rank ", r, " called ", kindName(kinds_[r])));
+      if (blobs_[r].size() != blobs_[0].size())
+        return failRound(collInvalidUsage, strCat("bootstrap all-gather size mismatch: rank 0 contributed ",
+                                                  blobs_[0].size(), " bytes but rank ", r, " contributed ",
+                                                  blobs_[r].size(), " bytes"));
+    }
+    std::vector<uint8_t> all;
+    all.reserve(blobs_[0].size() * nranks_);
+    for (auto& b : blobs_) all.insert(all.end(), b.begin(), b.end());
+    broadcast(makeShared(MsgType::Result, all), -1);
+    clearRound();
+  }
+
+  static const char* kindName(uint32_t k) {
+    return k == static_cast<uint32_t>(bs::RoundKind::Barrier) ? "barrier" : "allGather";
+  }
+
+  void broadcast(const Frame& f, int except) {
+    for (int r = 0; r < nranks_; ++r)
+      if (r != except && byRank_[r] && byRank_[r]->state == Conn::State::Joined) byRank_[r]->out.push(f);
+  }
+
+  // The failure detector: the first failure ends the job for everyone.
+  void reportFailure(int rank, const std::string& text) {
+    if (failure_) {  // ranks leaving a job that already failed are no news
+      COLL_INFO("bootstrap root %s: %s", name_.c_str(), text.c_str());
+      return;
+    }
+    COLL_WARN("bootstrap root %s: %s", name_.c_str(), text.c_str());
+    failure_ = textFrame(MsgType::Failure, static_cast<uint32_t>(rank), text);
+    broadcast(failure_, rank);
+    clearRound();
+  }
+
+  void lost(Conn& c, const std::string& how) {
+    c.state = Conn::State::Dead;
+    reportFailure(c.rank, strCat(bs::describeRank(c.rank, peers_[c.rank]), " ", how));
+  }
+
+  void checkDeadlines() {
+    for (auto& c : conns_)
+      if (c->state == Conn::State::Handshake && c->hsDeadline.expired()) {
+        COLL_WARN("bootstrap root %s: dropped %s: no valid handshake within %.1f s", name_.c_str(),
+                  c->peer.c_str(), std::min(hsSec_, timeoutSec_));
+        c->state = Conn::State::Dead;
+      }
+    if (formed_ || timedOut_ || !formDeadline_.expired()) return;
+    timedOut_ = true;
+    listen_.reset();
+    std::string missing;
+    for (int r = 0; r < nranks_; ++r)
+      if (!byRank_[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    std::string why = strCat("only ", joined_, " of ", nranks_ ? std::to_string(nranks_) : "?",
+                             " ranks joined the rendezvous at ", name_, " within ", timeoutSec_,
+                             " s; missing ranks: ", missing.empty() ? "unknown" : missing);
+    COLL_WARN("bootstrap root %s: %s", name_.c_str(), why.c_str());
+    Frame f = textFrame(MsgType::Error, collTimeout, why);
+    for (auto& c : conns_)
+      if (c->state == Conn::State::Joined) {
+        c->out.push(f);
+        c->state = Conn::State::Left;
+        c->closeWhenFlushed = true;
+      }
+  }
+
+  void flushAll() {
+    for (auto& c : conns_) {
+      if (c->state == Conn::State::Dead || c->out.empty()) continue;
+      std::string why;
+      if (!c->out.flush(c->sock.fd(), &why)) {
+        if (c->state == Conn::State::Joined) lost(*c, "disconnected (" + why + ")");
+        else c->state = Conn::State::Dead;
+      }
+    }
+  }
+
+  void sweep() {
+    for (auto& c : conns_)
+      if (c->closeWhenFlushed && c->out.empty()) c->state = Conn::State::Dead;
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      if ((*it)->state != Conn::State::Dead) { ++it; continue; }
+      int r = (*it)->rank;
+      if (r >= 0 && byRank_[r] == it->get()) byRank_[r] = nullptr;
+      it = conns_.erase(it);
+    }
+  }
+
+  bool finished() const {
+    if (!formed_ && !failure_ && !timedOut_) return false;
+    for (auto& c : conns_)
+      if (c->state == Conn::State::Joined || (c->closeWhenFlushed && c->state != Conn::State::Dead)) return false;
+    return true;
+  }
+
+  // Last words (a failure notice, a goodbye's answer) still queued get a short grace.
+  void finalFlush() {
+    Deadline grace(1.0);
+    for (auto& c : conns_) {
+      std::string why;
+      while (!c->out.empty() && !grace.expired() && c->out.flush(c->sock.fd(), &why)) {
+        pollfd p{c->sock.fd(), POLLOUT, 0};
+        poll(&p, 1, 10);
+      }
+    }
+  }
+
+  Socket listen_;
+  std::string name_;
+  int nranks_;
+  uint8_t secret_[kSecretBytes];
+  Deadline formDeadline_;
+  double timeoutSec_;
+  double hsSec_;
+  std::vector<std::unique_ptr<Conn>> conns_;
+  std::vector<Conn*> byRank_;
+  std::vector<PeerInfo> peers_;
+  int joined_ = 0;
+  bool formed_ = false;
+  bool timedOut_ = false;
+  Frame failure_;  // the first failure notice, also given to late joiners
+  // The round in progress.
+  std::vector<std::vector<uint8_t>> blobs_;
+  std::vector<uint32_t> kinds_;
+  std::vector<char> contributed_;
+  int contributions_ = 0;
+};
+
+}  // namespace
+
+sockaddr_storage RendezvousRoot::start(const sockaddr_storage& addr, int nranks, const uint8_t* secret,
+                                       double timeoutSec) {
+  COLL_CHECK_ARG(secret, "RendezvousRoot::start: secret is null");
+  COLL_CHECK_ARG(nranks <= bs::kMaxRanks, "RendezvousRoot::start: nranks = ", nranks, " exceeds ", bs::kMaxRanks);
+  sockaddr_storage bound = addr;
+  Socket l = listenOn(&bound);
+  setNonBlocking(l.fd());
+  double hsSec = Config::fromEnv().getDouble(kHandshakeTimeout);
+  auto root = std::make_unique<Root>(std::move(l), bound, nranks, secret, timeoutSec, hsSec);
+  try {
+    std::thread([r = std::move(root)]() {
+      try {
+        r->run();
+      } catch (const std::exception& e) {
+        COLL_WARN("bootstrap root: stopped by an internal error: %s", e.what());
+      }
+    }).detach();
+  } catch (const std::system_error& e) {
+    COLL_THROW(collSystemError, "cannot start the bootstrap root thread: ", e.what());
+  }
+  return bound;
+}
+
+}  // namespace coll

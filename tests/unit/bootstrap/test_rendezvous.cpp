@@ -1,0 +1,315 @@
+// Ranks as threads against a real root on loopback.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "bootstrap/bootstrap.hpp"
+#include "core/error.hpp"
+#include "test_util.hpp"
+
+namespace coll {
+namespace {
+
+using test::runRanks;
+
+// Contribution of `rank` in round `round`: size and bytes both depend on the round.
+std::vector<uint8_t> blob(int rank, int round) {
+  std::vector<uint8_t> b(static_cast<size_t>(round) * 13 + 1);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint8_t>(rank * 31 + round * 7 + i);
+  return b;
+}
+
+class RendezvousN : public ::testing::TestWithParam<int> {};
+
+TEST_P(RendezvousN, AllGathersAndBarriers) {
+  const int n = GetParam();
+  UniqueIdData id = test::startJob(n, 3.0);
+  auto out = runRanks(n, [&](int r) {
+    auto b = Bootstrap::connect(id, r, n, 3.0);
+    ASSERT_EQ(b->rank(), r);
+    ASSERT_EQ(b->nranks(), n);
+    ASSERT_EQ(static_cast<int>(b->peers().size()), n);
+    for (const auto& p : b->peers()) {
+      EXPECT_EQ(p.pid, static_cast<int>(getpid()));
+      EXPECT_EQ(p.hostId, localHostId());
+    }
+    for (int round = 0; round < 4; ++round) {
+      std::vector<uint8_t> mine = blob(r, round);
+      std::vector<uint8_t> all = b->allGather(mine.data(), mine.size());
+      ASSERT_EQ(all.size(), mine.size() * n);
+      for (int q = 0; q < n; ++q) {
+        std::vector<uint8_t> want = blob(q, round);
+        ASSERT_EQ(0, memcmp(all.data() + q * want.size(), want.data(), want.size())) << "round " << round << " rank " << q;
+      }
+      b->barrier();
+    }
+    std::string why;
+    EXPECT_FALSE(b->failureReported(&why)) << why;
+    b->close();
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(out[r].code, collSuccess) << "rank " << r << ": " << out[r].what;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, RendezvousN, ::testing::Values(1, 2, 5));
+
+TEST(Rendezvous, BarrierReallyWaitsForEveryone) {
+  UniqueIdData id = test::startJob(3, 3.0);
+  std::atomic<int> arrived{0};
+  std::atomic<bool> earlyExit{false};
+  auto out = runRanks(3, [&](int r) {
+    auto b = Bootstrap::connect(id, r, 3, 3.0);
+    if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    arrived++;
+    b->barrier();
+    if (arrived.load() != 3) earlyExit = true;
+    b->close();
+  });
+  for (auto& o : out) EXPECT_EQ(o.code, collSuccess) << o.what;
+  EXPECT_FALSE(earlyExit.load());
+}
+
+TEST(Rendezvous, RootLearnsSizeFromFirstRank) {
+  UniqueIdData id = test::startJob(0, 3.0);  // like collGetUniqueId: size not known yet
+  auto out = runRanks(3, [&](int r) {
+    auto b = Bootstrap::connect(id, r, 3, 3.0);
+    int v = r * 100;
+    auto all = b->allGather(&v, sizeof(v));
+    const int* got = reinterpret_cast<const int*>(all.data());
+    EXPECT_EQ(got[0] + got[1] + got[2], 300);
+    b->close();
+  });
+  for (auto& o : out) EXPECT_EQ(o.code, collSuccess) << o.what;
+}
+
+TEST(Rendezvous, SizeMismatchNamesBothSizes) {
+  UniqueIdData id = test::startJob(2, 3.0);
+  auto out = runRanks(2, [&](int r) {
+    auto b = Bootstrap::connect(id, r, 2, 3.0);
+    std::vector<uint8_t> mine(r == 0 ? 4 : 8, 1);
+    try {
+      b->allGather(mine.data(), mine.size());
+    } catch (...) {
+      b->close();
+      throw;
+    }
+  });
+  for (auto& o : out) {
+    EXPECT_EQ(o.code, collInvalidUsage) << o.what;
+    EXPECT_NE(o.what.find("4 bytes"), std::string::npos) << o.what;
+    EXPECT_NE(o.what.find("8 bytes"), std::string::npos) << o.what;
+  }
+}
+
+TEST(Rendezvous, DuplicateRankAndWrongSizeAreRejectedJobStillForms) {
+  UniqueIdData id = test::startJob(2, 3.0);
+  auto first = Bootstrap::connect;  // rank 0 joins in a thread, then the impostors, then rank 1
+  std::atomic<bool> rank0In{false};
+  std::thread r0([&] {
+    auto b = first(id, 0, 2, 3.0);
+    rank0In = true;
+    int v = 7;
+    auto all = b->allGather(&v, sizeof(v));
+    EXPECT_EQ(reinterpret_cast<const int*>(all.data())[1], 8);
+    b->close();
+  });
+  // rank0 cannot return from connect before rank 1 joins, so give its hello time to land.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  try {
+    Bootstrap::connect(id, 0, 2, 1.0);
+    ADD_FAILURE() << "a duplicate rank 0 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), collInvalidUsage) << e.what();
+    EXPECT_NE(std::string(e.what()).find("duplicate"), std::string::npos) << e.what();
+  }
+  try {
+    Bootstrap::connect(id, 1, 3, 1.0);
+    ADD_FAILURE() << "a rank with nranks 3 joined a job of 2";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), collInvalidUsage) << e.what();
+    EXPECT_NE(std::string(e.what()).find("nranks"), std::string::npos) << e.what();
+  }
+  auto b1 = Bootstrap::connect(id, 1, 2, 3.0);
+  int v = 8;
+  auto all = b1->allGather(&v, sizeof(v));
+  EXPECT_EQ(reinterpret_cast<const int*>(all.data())[0], 7);
+  b1->close();
+  r0.join();
+  EXPECT_TRUE(rank0In.load());
+}
+
+TEST(Rendezvous, WrongSecretCannotJoin) {
+  UniqueIdData id = test::startJob(1, 3.0);
+  UniqueIdData bad = id;
+  bad.secret[0] ^= 0xff;
+  try {
+    Bootstrap::connect(bad, 0, 1, 1.0);
+    FAIL() << "joined with the wrong secret";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), collRemoteError) << e.what();
+  }
+  auto b = Bootstrap::connect(id, 0, 1, 3.0);  // the real rank still gets in
+  b->close();
+}
+
+TEST(Rendezvous, RootNeverUpTimesOutNamingTheRoot) {
+  UniqueIdData id;
+  randomSecret(id.secret, kSecretBytes);
+  id.root = test::loopback4(test::deadPort());
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    Bootstrap::connect(id, 0, 2, 1.0);
+    FAIL() << "connected to nobody";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), collTimeout) << e.what();
+    EXPECT_NE(std::string(e.what()).find(addrToString(id.root)), std::string::npos) << e.what();
+  }
+  double s = test::secondsSince(t0);
+  EXPECT_GE(s, 0.9);
+  EXPECT_LT(s, 2.5);
+}
+
+TEST(Rendezvous, RootStartingLateIsWaitedFor) {
+  UniqueIdData id;
+  randomSecret(id.secret, kSecretBytes);
+  int port = test::deadPort();
+  id.root = test::loopback4(port);
+  std::thread launcherRank0([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    RendezvousRoot::start(test::loopback4(port), 2, id.secret, 3.0);
+  });
+  auto out = runRanks(2, [&](int r) {
+    auto b = Bootstrap::connect(id, r, 2, 3.0);
+    b->barrier();
+    b->close();
+  });
+  launcherRank0.join();
+  for (auto& o : out) EXPECT_EQ(o.code, collSuccess) << o.what;
+}
+
+TEST(Rendezvous, MissingRankTimesOutAtRootAndRanks) {
+  UniqueIdData id = test::startJob(3, 1.0);
+  auto t0 = std::chrono::steady_clock::now();
+  auto out = runRanks(2, [&](int r) { Bootstrap::connect(id, r, 3, 3.0); });
+  for (auto& o : out) {
+    EXPECT_EQ(o.code, collTimeout) << o.what;
+    EXPECT_NE(o.what.find("only 2 of 3"), std::string::npos) << o.what;
+    EXPECT_NE(o.what.find("missing ranks: 2"), std::string::npos) << o.what;
+  }
+  EXPECT_LT(test::secondsSince(t0), 2.5);
+}
+
+TEST(Rendezvous, SilentRankMakesAllGatherTimeOut) {
+  UniqueIdData id = test::startJob(2, 3.0);
+  auto out = runRanks(2, [&](int r) {
+    auto b = Bootstrap::connect(id, r, 2, 0.5);
+    if (r == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(900));
+      b->close();
+      return;
+    }
+    int v = 1;
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      b->allGather(&v, sizeof(v));
+    } catch (const Error&) {
+      EXPECT_LT(test::secondsSince(t0), 1.5);
+      throw;
+    }
+  });
+  EXPECT_EQ(out[0].code, collTimeout) << out[0].what;
+  EXPECT_EQ(out[1].code, collSuccess) << out[1].what;
+}
+
+TEST(Rendezvous, RankDroppingWithoutGoodbyeIsReported) {
+  UniqueIdData id = test::startJob(3, 3.0);
+  auto out = runRanks(3, [&](int r) {
+    auto b = Bootstrap::connect(id, r, 3, 3.0);
+    int v = r;
+    b->allGather(&v, sizeof(v));
+    if (r == 2) return;  // destroyed without close(): a crash as far as the others know
+    try {
+      b->allGather(&v, sizeof(v));
+    } catch (const Error& e) {
+      std::string why;
+      EXPECT_TRUE(b->failureReported(&why));
+      EXPECT_NE(why.find("rank 2"), std::string::npos) << why;
+      EXPECT_NE(why.find("disconnected"), std::string::npos) << why;
+      EXPECT_NE(why.find(std::to_string(getpid())), std::string::npos) << why;
+      b->close();
+      throw;
+    }
+  });
+  EXPECT_EQ(out[2].code, collSuccess);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(out[r].code, collRemoteError) << out[r].what;
+    EXPECT_NE(out[r].what.find("rank 2"), std::string::npos) << out[r].what;
+  }
+}
+
+TEST(Rendezvous, AbortNoticeReachesEveryone) {
+  UniqueIdData id = test::startJob(3, 3.0);
+  auto out = runRanks(3, [&](int r) {
+    auto b = Bootstrap::connect(id, r, 3, 3.0);
+    b->barrier();
+    if (r == 1) {
+      b->abort("out of device memory");
+      return;
+    }
+    // Poll like a wait loop would.
+    Deadline dl(3.0);
+    std::string why;
+    while (!b->failureReported(&why) && !dl.expired())
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    EXPECT_NE(why.find("rank 1"), std::string::npos) << why;
+    EXPECT_NE(why.find("out of device memory"), std::string::npos) << why;
+    int v = 0;
+    EXPECT_THROW(b->allGather(&v, sizeof(v)), Error);
+    b->close();
+  });
+  for (auto& o : out) EXPECT_EQ(o.code, collSuccess) << o.what;
+}
+
+TEST(Rendezvous, EarlyGoodbyeFailsTheRoundInsteadOfHanging) {
+  UniqueIdData id = test::startJob(2, 3.0);
+  auto out = runRanks(2, [&](int r) {
+    auto b = Bootstrap::connect(id, r, 2, 3.0);
+    if (r == 1) {
+      b->close();
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      b->barrier();
+    } catch (const Error&) {
+      EXPECT_LT(test::secondsSince(t0), 1.0);
+      throw;
+    }
+  });
+  EXPECT_EQ(out[0].code, collRemoteError) << out[0].what;
+  EXPECT_NE(out[0].what.find("rank 1 closed"), std::string::npos) << out[0].what;
+}
+
+TEST(Rendezvous, UseAfterCloseIsAnError) {
+  UniqueIdData id = test::startJob(1, 3.0);
+  auto b = Bootstrap::connect(id, 0, 1, 3.0);
+  b->close();
+  EXPECT_THROW(b->barrier(), Error);
+  std::string why;
+  EXPECT_FALSE(b->failureReported(&why));
+  b->close();  // idempotent
+}
+
+TEST(Rendezvous, BadArguments) {
+  UniqueIdData id = test::startJob(1, 1.0);
+  EXPECT_THROW(Bootstrap::connect(id, 1, 1, 1.0), Error);
+  EXPECT_THROW(Bootstrap::connect(id, -1, 1, 1.0), Error);
+  EXPECT_THROW(Bootstrap::connect(id, 0, 0, 1.0), Error);
+  auto b = Bootstrap::connect(id, 0, 1, 3.0);
+  EXPECT_THROW(b->allGather(nullptr, 4), Error);
+  b->close();
+}
+
+}  // namespace
+}  // namespace coll

@@ -1,0 +1,261 @@
+#include "launcher/job.hpp"
+
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace coll::launcher {
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+// Bounds the drain after a rank exits: a grandchild that keeps the pipe and keeps
+// writing must not stall the loop.
+constexpr size_t kDrainLimit = 1 << 20;
+
+Job::Clock::time_point after(double sec) {
+  return Job::Clock::now() +
+         std::chrono::duration_cast<Job::Clock::duration>(std::chrono::duration<double>(sec));
+}
+
+int msUntil(Job::Clock::time_point t) {
+  auto ms = std::chrono::ceil<std::chrono::milliseconds>(t - Job::Clock::now()).count();
+  return ms < 0 ? 0 : static_cast<int>(std::min<long long>(ms, 1 << 30));
+}
+
+std::string describeSignal(int sig) {
+  const char* name = strsignal(sig);
+  return strCat(sig, name ? strCat(" (", name, ")") : "");
+}
+
+}  // namespace
+
+Job::Job(std::vector<RankLaunch> ranks, double timeoutSec) : timeoutSec_(timeoutSec) {
+  procs_.resize(ranks.size());
+  for (size_t i = 0; i < ranks.size(); ++i) procs_[i].launch = std::move(ranks[i]);
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int s : {SIGCHLD, SIGINT, SIGTERM}) sigaddset(&mask, s);
+  if (sigprocmask(SIG_BLOCK, &mask, &oldMask_) < 0)
+    COLL_THROW(collSystemError, "sigprocmask: ", std::strerror(errno));
+  sigFd_.reset(signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (!sigFd_) COLL_THROW(collSystemError, "signalfd: ", std::strerror(errno));
+}
+
+Job::~Job() { sigprocmask(SIG_SETMASK, &oldMask_, nullptr); }
+
+void Job::say(const std::string& msg) {
+  if (stderrOk_) stderrOk_ = writeAll(2, "collectiverun: " + msg + "\n");
+}
+
+int Job::run() {
+  if (timeoutSec_ > 0) timeoutAt_ = after(timeoutSec_);
+  launchAll();
+  while (running_ > 0) {
+    loopOnce();
+    if (giveUpAt_ && Clock::now() >= *giveUpAt_) {
+      say(strCat(running_, " rank(s) did not exit after SIGKILL; giving up on them"));
+      break;
+    }
+  }
+  for (Proc& p : procs_) finishOutput(p);
+  if (ending_ != Ending::None) reapLeftoverGroups();
+  return exitCode_;
+}
+
+void Job::reapLeftoverGroups() {
+  // Every rank has exited, but a child a rank left behind (say a background job that
+  // ignores SIGINT) still gets the same SIGTERM grace and then SIGKILL.
+  auto anyGroupAlive = [this] {
+    bool alive = false;
+    for (Proc& p : procs_) {
+      if (p.pid <= 0 || p.groupGone) continue;
+      if (::kill(-p.pid, 0) < 0 && errno == ESRCH) p.groupGone = true;
+      else alive = true;
+    }
+    return alive;
+  };
+  while (killAt_ && Clock::now() < *killAt_ && anyGroupAlive()) {
+    pollfd fd{sigFd_.get(), POLLIN, 0};
+    if (::poll(&fd, 1, std::min(msUntil(*killAt_), 50)) > 0) handleSignals();
+  }
+  if (anyGroupAlive()) signalAll(SIGKILL);
+}
+
+void Job::launchAll() {
+  for (Proc& p : procs_) {
+    try {
+      Child c = spawnChild(p.launch.request, oldMask_);
+      p.pid = c.pid;
+      p.running = true;
+      ++running_;
+      p.out = std::move(c.out);
+      p.err = std::move(c.err);
+      p.in = std::move(c.in);
+    } catch (const Error& e) {
+      say(strCat("rank ", p.launch.rank, ": ", e.what()));
+      beginTermination(Ending::Failure, 127, SIGTERM);
+      return;
+    }
+    if (p.in && !p.launch.stdinLine.empty()) writeAll(p.in.get(), p.launch.stdinLine);
+    std::string prefix = strCat("[", p.launch.rank, "] ");
+    p.outTag = std::make_unique<LineTagger>(prefix, [this](std::string_view s) {
+      if (stdoutOk_) stdoutOk_ = writeAll(1, s);
+    });
+    p.errTag = std::make_unique<LineTagger>(prefix, [this](std::string_view s) {
+      if (stderrOk_) stderrOk_ = writeAll(2, s);
+    });
+  }
+}
+
+void Job::loopOnce() {
+  std::vector<pollfd> fds{{sigFd_.get(), POLLIN, 0}};
+  std::vector<std::pair<Proc*, bool>> owners{{nullptr, false}};
+  for (Proc& p : procs_) {
+    if (p.out) fds.push_back({p.out.get(), POLLIN, 0}), owners.emplace_back(&p, false);
+    if (p.err) fds.push_back({p.err.get(), POLLIN, 0}), owners.emplace_back(&p, true);
+  }
+  int timeoutMs = -1;
+  for (const auto& t : {timeoutAt_, killAt_, giveUpAt_})
+    if (t) timeoutMs = timeoutMs < 0 ? msUntil(*t) : std::min(timeoutMs, msUntil(*t));
+  int n = ::poll(fds.data(), fds.size(), timeoutMs);
+  if (n < 0 && errno != EINTR) COLL_THROW(collSystemError, "poll: ", std::strerror(errno));
+  for (size_t i = 1; n > 0 && i < fds.size(); ++i)
+    if (fds[i].revents) readPipe(*owners[i].first, owners[i].second, false);
+  if (n > 0 && fds[0].revents) handleSignals();
+  checkDeadlines();
+}
+
+void Job::handleSignals() {
+  signalfd_siginfo info;
+  bool child = false;
+  while (::read(sigFd_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+    if (static_cast<int>(info.ssi_signo) == SIGCHLD) child = true;
+    else onLauncherSignal(static_cast<int>(info.ssi_signo));
+  }
+  // SIGCHLDs coalesce, so one reap loop per wakeup collects every exited child.
+  if (child) reapChildren();
+}
+
+void Job::reapChildren() {
+  int status = 0;
+  pid_t pid;
+  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    for (Proc& p : procs_) {
+      if (p.pid != pid || !p.running) continue;
+      p.running = false;
+      --running_;
+      p.in.reset();
+      // Everything the rank wrote before exiting is in the pipe now: show it before any
+      // message about how it ended.
+      if (p.out) readPipe(p, false, true);
+      if (p.err) readPipe(p, true, true);
+      onRankExit(p, status);
+    }
+  }
+}
+
+void Job::onRankExit(Proc& p, int status) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  if (ending_ != Ending::None) return;  // a consequence of the ending already under way
+  std::string who = strCat("rank ", p.launch.rank);
+  if (p.launch.remote) who += strCat(" (on ", p.launch.host, ")");
+  std::string others = procs_.size() > 1 ? "; killing the other ranks" : "";
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    say(strCat(who, " killed by signal ", describeSignal(sig), others));
+    beginTermination(Ending::Failure, 128 + sig, SIGTERM);
+    return;
+  }
+  int code = WEXITSTATUS(status);
+  // ssh's own failures (host unreachable, authentication) exit with 255.
+  std::string hint = p.launch.remote && code == 255 ? " (the remote shell may have failed)" : "";
+  say(strCat(who, " exited with status ", code, hint, others));
+  beginTermination(Ending::Failure, code, SIGTERM);
+}
+
+void Job::onLauncherSignal(int signo) {
+  if (ending_ == Ending::None) {
+    say(strCat("got signal ", describeSignal(signo), "; forwarding it to every rank"));
+    beginTermination(Ending::Signal, 128 + signo, signo);
+    return;
+  }
+  say(strCat("got signal ", describeSignal(signo), " again; killing every rank"));
+  signalAll(SIGKILL);
+  killAt_.reset();
+  if (!giveUpAt_) giveUpAt_ = after(kReapGiveUpSec);
+}
+
+void Job::checkDeadlines() {
+  Clock::time_point now = Clock::now();
+  if (timeoutAt_ && now >= *timeoutAt_) {
+    timeoutAt_.reset();
+    if (ending_ == Ending::None) {
+      say(strCat("job timed out after ", timeoutSec_, " s (--timeout); killing every rank"));
+      beginTermination(Ending::Timeout, 124, SIGTERM);
+    }
+  }
+  if (killAt_ && now >= *killAt_) {
+    killAt_.reset();
+    if (running_ > 0)
+      say(strCat(running_, " rank(s) still running ", kKillGraceSec,
+                 " s after they were told to stop; sending SIGKILL"));
+    signalAll(SIGKILL);
+    giveUpAt_ = after(kReapGiveUpSec);
+  }
+}
+
+void Job::beginTermination(Ending why, int exitCode, int signo) {
+  if (ending_ != Ending::None) return;
+  ending_ = why;
+  exitCode_ = exitCode;
+  // Closing a remote rank's stdin is what stops it: its watcher sees EOF.
+  for (Proc& p : procs_) p.in.reset();
+  signalAll(signo);
+  killAt_ = after(kKillGraceSec);
+}
+
+void Job::signalAll(int signo) {
+  // Groups of ranks that already exited are signalled too: their children may live on.
+  // A group's id cannot be reused while any member is alive, and ESRCH marks it gone.
+  for (Proc& p : procs_) {
+    if (p.pid <= 0 || p.groupGone) continue;
+    if (::kill(-p.pid, signo) < 0 && errno == ESRCH) {
+      if (!p.running) p.groupGone = true;
+      else ::kill(p.pid, signo);  // not yet in its own group (cannot happen after spawn)
+    }
+  }
+}
+
+void Job::readPipe(Proc& p, bool isErr, bool drain) {
+  UniqueFd& fd = isErr ? p.err : p.out;
+  LineTagger* tag = isErr ? p.errTag.get() : p.outTag.get();
+  char buf[kReadChunk];
+  size_t total = 0;
+  while (fd) {
+    ssize_t r = ::read(fd.get(), buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == EAGAIN) return;
+    if (r <= 0) {  // EOF, or an error that will not go away
+      if (tag) tag->finish();
+      fd.reset();
+      return;
+    }
+    if (tag) tag->feed(std::string_view(buf, static_cast<size_t>(r)));
+    total += static_cast<size_t>(r);
+    if (!drain || total >= kDrainLimit) return;
+  }
+}
+
+void Job::finishOutput(Proc& p) {
+  if (p.out) readPipe(p, false, true);
+  if (p.err) readPipe(p, true, true);
+  if (p.outTag) p.outTag->finish();
+  if (p.errTag) p.errTag->finish();
+}
+
+}  // namespace coll::launcher

@@ -1,0 +1,86 @@
+// A running job: the rank processes, their output pipes and the rules for ending.
+//
+// One thread, one poll loop over the output pipes and a signalfd (SIGCHLD, SIGINT,
+// SIGTERM are blocked and read from it, so no handler races with the loop). The first
+// event that ends the job early fixes the exit code:
+//   a rank exits non-zero or by a signal  -> its status (128+signal)
+//   --timeout passes                      -> 124
+//   the launcher gets SIGINT/SIGTERM      -> forwarded to every rank, 128+signal
+//   a rank cannot be started              -> 127
+// and every rank's process group then gets SIGTERM (or the forwarded signal), and
+// SIGKILL kKillGraceSec later. Deaths caused by that are not reported as failures.
+#pragma once
+
+#include <signal.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/output.hpp"
+#include "launcher/spawn.hpp"
+
+namespace coll::launcher {
+
+struct RankLaunch {
+  int rank = 0;
+  std::string host;       // for messages; empty when local
+  bool remote = false;
+  SpawnRequest request;
+  std::string stdinLine;  // written to the child's stdin pipe right after it starts
+};
+
+class Job {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr double kKillGraceSec = 3.0;    // SIGTERM -> SIGKILL
+  static constexpr double kReapGiveUpSec = 5.0;   // after SIGKILL, stop waiting
+
+  Job(std::vector<RankLaunch> ranks, double timeoutSec);
+  ~Job();
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+  // Starts every rank, waits for the job to end, returns the launcher's exit code.
+  int run();
+
+ private:
+  enum class Ending { None, Failure, Timeout, Signal };
+  struct Proc {
+    RankLaunch launch;
+    pid_t pid = -1;
+    bool running = false;
+    bool groupGone = false;
+    UniqueFd out, err, in;
+    std::unique_ptr<LineTagger> outTag, errTag;
+  };
+
+  void launchAll();
+  void loopOnce();
+  void handleSignals();
+  void reapChildren();
+  void onRankExit(Proc& p, int status);
+  void onLauncherSignal(int signo);
+  void checkDeadlines();
+  void beginTermination(Ending why, int exitCode, int signo);
+  void signalAll(int signo);
+  void reapLeftoverGroups();
+  // Reads what `fd` has now (one chunk, or until empty when `drain`); closes it at EOF.
+  void readPipe(Proc& p, bool isErr, bool drain);
+  void finishOutput(Proc& p);
+  void say(const std::string& msg);
+
+  std::vector<Proc> procs_;
+  std::optional<Clock::time_point> timeoutAt_;
+  double timeoutSec_;
+  std::optional<Clock::time_point> killAt_, giveUpAt_;
+  Ending ending_ = Ending::None;
+  int exitCode_ = 0;
+  int running_ = 0;
+  bool stdoutOk_ = true, stderrOk_ = true;
+  sigset_t oldMask_;
+  UniqueFd sigFd_;
+};
+
+}  // namespace coll::launcher

@@ -1,0 +1,111 @@
+// collectiverun: starts the ranks of a libcollective job on this host and, through ssh,
+// on others; tags their output; ends the whole job when any rank fails. See
+// doc/launch.md for the environment each rank gets.
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/error.hpp"
+#include "launcher/job.hpp"
+#include "launcher/options.hpp"
+#include "launcher/placement.hpp"
+#include "launcher/rankenv.hpp"
+
+namespace coll::launcher {
+namespace {
+
+// BatchMode: fail instead of prompting for a password nobody can type (stdin is ours).
+constexpr const char* kDefaultSsh = "ssh -o BatchMode=yes -T -x";
+constexpr int kNotFoundExit = 127;
+
+std::string currentDir() {
+  std::vector<char> buf(4096);
+  return ::getcwd(buf.data(), buf.size()) ? std::string(buf.data()) : std::string(".");
+}
+
+RankLaunch localLaunch(const Options& o, const RankPlace& p, const EnvList& exports,
+                       const JobIdentity& job) {
+  RankLaunch l;
+  l.rank = p.rank;
+  EnvList overrides = exports;
+  for (auto& kv : rankVariables(p, o.np, job)) overrides.push_back(std::move(kv));
+  l.request.argv = o.program;
+  l.request.env = mergeEnvironment(environ, overrides);
+  l.request.pipeOutput = o.tagOutput;
+  return l;
+}
+
+RankLaunch remoteLaunch(const Options& o, const RankPlace& p, const EnvList& exports,
+                        const JobIdentity& job, const std::string& cwd) {
+  RankLaunch l;
+  l.rank = p.rank;
+  l.host = p.host;
+  l.remote = true;
+  EnvList vars = collVariables(environ);
+  for (const auto& kv : exports) vars.push_back(kv);
+  for (auto& kv : rankVariables(p, o.np, job))
+    if (kv.first != kSecretVar) vars.push_back(std::move(kv));
+  l.request.argv = remoteCommand(o.sshCommand, p.host, cwd, vars, o.program);
+  l.request.env = mergeEnvironment(environ, {});
+  l.request.pipeOutput = o.tagOutput;
+  l.request.stdinPipe = true;
+  l.stdinLine = job.secret + "\n";
+  return l;
+}
+
+int runJob(const Options& o) {
+  LocalIdentity me = LocalIdentity::probe();
+  std::vector<RankPlace> places =
+      placeRanks(o.np, o.hosts, [&me](const std::string& h) { return me.isLocal(h); });
+  bool anyLocal = false;
+  for (const RankPlace& p : places) anyLocal = anyLocal || p.local;
+  if (anyLocal && findProgram(o.program[0], std::getenv("PATH")).empty()) {
+    bool isPath = o.program[0].find('/') != std::string::npos;
+    std::fprintf(stderr, "collectiverun: program '%s' %s\n", o.program[0].c_str(),
+                 isPath ? "is not an executable file" : "was not found in PATH");
+    return kNotFoundExit;
+  }
+  std::vector<std::string> missing;
+  EnvList exports = exportedVariables(o.exports, environ, &missing);
+  for (const std::string& name : missing)
+    std::fprintf(stderr, "collectiverun: warning: -x %s: not set here, not forwarded\n",
+                 name.c_str());
+  JobIdentity job = makeJobIdentity(places, me.hostname, std::getenv(kRootAddrVar));
+  std::string cwd = currentDir();
+  std::vector<RankLaunch> launches;
+  for (const RankPlace& p : places)
+    launches.push_back(p.local ? localLaunch(o, p, exports, job)
+                               : remoteLaunch(o, p, exports, job, cwd));
+  Job j(std::move(launches), o.timeoutSec);
+  return j.run();
+}
+
+}  // namespace
+}  // namespace coll::launcher
+
+int main(int argc, char** argv) {
+  using namespace coll::launcher;
+  // A closed stdout must not kill the launcher and orphan the ranks; writes report EPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const char* sshEnv = std::getenv("COLLECTIVERUN_SSH");
+  Options o;
+  try {
+    o = parseOptions(args, sshEnv && *sshEnv ? sshEnv : kDefaultSsh);
+  } catch (const coll::Error& e) {
+    std::fprintf(stderr, "collectiverun: %s\n\n%s", e.what(), shortUsage().c_str());
+    return 2;
+  }
+  if (o.help) {
+    std::fputs(usageText().c_str(), stdout);
+    return 0;
+  }
+  try {
+    return runJob(o);
+  } catch (const coll::Error& e) {
+    std::fprintf(stderr, "collectiverun: %s\n", e.what());
+    return 1;
+  }
+}

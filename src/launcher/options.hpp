@@ -1,0 +1,46 @@
+// Command line of collectiverun. Parsing is pure (no I/O) so it is unit-tested directly;
+// a usage error is a coll::Error with collInvalidArgument, which main turns into exit 2.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace coll::launcher {
+
+struct HostSlots {
+  std::string name;
+  int slots = 1;
+};
+
+// One -x argument: "VAR" forwards the launcher's value, "VAR=value" sets it.
+struct EnvExport {
+  std::string name;
+  std::optional<std::string> value;
+};
+
+struct Options {
+  int np = 0;
+  std::vector<HostSlots> hosts;   // empty: every rank on this host
+  std::vector<EnvExport> exports;
+  double timeoutSec = 0;          // 0: no time limit
+  bool tagOutput = true;
+  std::vector<std::string> sshCommand;  // the remote shell and its options
+  std::vector<std::string> program;     // program followed by its arguments
+  bool help = false;
+};
+
+// `args` excludes argv[0]. `sshDefault` is the remote shell command (whitespace-separated
+// words) used unless --ssh is given. Throws coll::Error(collInvalidArgument) on misuse.
+Options parseOptions(const std::vector<std::string>& args, const std::string& sshDefault);
+
+// "a:2,b,[::1]:4" -> hosts; a host without ":slots" has one slot.
+std::vector<HostSlots> parseHostList(const std::string& text);
+
+// Splits on blanks (no quoting: the ssh command is a plain word list).
+std::vector<std::string> splitWords(const std::string& text);
+
+std::string usageText();   // --help
+std::string shortUsage();  // after a usage error
+
+}  // namespace coll::launcher

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "core/error.hpp"
@@ -10,6 +11,8 @@
 #include "core/types.hpp"
 #include "core/wait.hpp"
 #include "algorithms/exec.hpp"
+#include "topology/exchange.hpp"
+#include "topology/topology.hpp"
 
 namespace coll {
 
@@ -50,6 +53,7 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks)
   c->selector_ = std::make_unique<Selector>(c->cfg_);
   c->boot_ = Bootstrap::connect(id, rank, nranks, c->timeoutSec_);
   try {
+    c->discoverTopology();
     c->connectTransports();
   } catch (const std::exception& e) {
     // Tell the other ranks at once instead of leaving them to time out.
@@ -57,6 +61,23 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks)
     throw;
   }
   return c;
+}
+
+void Comm::discoverTopology() {
+  // hwloc discovery costs tens of milliseconds; ranks of one process (tests, frameworks
+  // that run one communicator per thread) share the result, which never changes.
+  // Keyed by COLL_TOPO_FILE, the one input that can change between communicators.
+  static std::mutex mu;
+  static std::map<std::string, HostTopo> cache;
+  const char* file = getenv("COLL_TOPO_FILE");
+  HostTopo local;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(file ? file : "");
+    if (it == cache.end()) it = cache.emplace(file ? file : "", discoverLocal(cfg_)).first;
+    local = it->second;
+  }
+  topo_ = exchangeJobTopo(*boot_, local, LinkTable::fromConfig(cfg_));
 }
 
 void Comm::connectTransports() {

@@ -18,6 +18,7 @@
 #include "collective.h"
 #include "core/config.hpp"
 #include "core/op.hpp"
+#include "topology/job.hpp"
 #include "transport/transport.hpp"
 #include "tuning/select.hpp"
 
@@ -38,6 +39,8 @@ class Comm {
   const Config& config() const { return cfg_; }
   Bootstrap& bootstrap() { return *boot_; }
   const std::vector<PeerInfo>& peers() const { return boot_->peers(); }
+  // Hosts, local ranks, leaders, path classes and ring order of this communicator.
+  const JobTopo& topology() const { return topo_; }
   uint64_t jobNonce() const { return id_.jobNonce; }
   const UniqueIdData& id() const { return id_; }
   double timeoutSec() const { return timeoutSec_; }
@@ -67,6 +70,7 @@ class Comm {
  private:
   Comm() = default;
   void connectTransports();
+  void discoverTopology();
   void executeOps(std::vector<OpArgs>& ops);
   void executeP2P(const std::vector<const OpArgs*>& ops);
   void runQueued(const std::shared_ptr<Request>& req);
@@ -83,6 +87,7 @@ class Comm {
   std::vector<std::unique_ptr<Link>> links_;  // indexed by peer rank; null for self
   std::vector<std::vector<uint8_t>> scratch_;
   std::unique_ptr<Selector> selector_;
+  JobTopo topo_;
   std::chrono::steady_clock::time_point lastHealthCheck_{};
 
   std::atomic<collResult_t> asyncError_{collSuccess};

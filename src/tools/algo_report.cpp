@@ -1,0 +1,43 @@
+#include "tools/algo_report.hpp"
+
+#include <cstdio>
+
+#include "core/comm.hpp"
+#include "core/handles.hpp"
+#include "tuning/select.hpp"
+
+namespace coll::tools {
+
+void printAlgorithmChoices(std::ostream& os, collComm_t handle) {
+  const Comm& comm = *liveComm(handle).impl;
+  Selector selector(comm.config());
+  const OpKind kinds[] = {OpKind::AllReduce, OpKind::Broadcast, OpKind::Reduce,
+                          OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllToAll};
+  // float32 counts as the C API takes them (per rank for all-gather, reduce-scatter and
+  // all-to-all), from one element to 256 Mi elements.
+  const size_t counts[] = {1, 256, 8192, 65536, 1 << 20, 16 << 20, 256 << 20};
+  char buf[64];
+  os << "algorithm selection (" << comm.nranks() << " ranks, float32; count as the C API takes it):\n";
+  snprintf(buf, sizeof buf, "  %-14s", "count");
+  os << buf;
+  for (size_t c : counts) {
+    snprintf(buf, sizeof buf, " %10zu", c);
+    os << buf;
+  }
+  os << "\n";
+  for (OpKind k : kinds) {
+    snprintf(buf, sizeof buf, "  %-14s", opKindName(k));
+    os << buf;
+    for (size_t c : counts) {
+      OpArgs args;
+      args.kind = k;
+      args.count = c;
+      args.dtype = collFloat32;
+      snprintf(buf, sizeof buf, " %10s", selector.select(comm, args).name());
+      os << buf;
+    }
+    os << "\n";
+  }
+}
+
+}  // namespace coll::tools

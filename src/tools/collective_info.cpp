@@ -1,0 +1,135 @@
+// collective-info: prints what libcollective knows about the machine and the job.
+//
+//   collective-info [--topo FILE.xml] [--gpus-by-local-rank] [--standalone]
+//
+// Alone it describes this machine (or the hwloc XML in --topo / COLL_TOPO_FILE): the
+// topology, the path classes between GPUs and NICs, and the assumed cost of each class.
+// Under collectiverun or mpirun (COLL_SIZE or OMPI_COMM_WORLD_SIZE set) the ranks form a
+// communicator, exchange their placements, and rank 0 also prints the hosts, leaders,
+// every rank's placement, the ring order and the algorithm chosen per collective and size.
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "collective.h"
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/handles.hpp"
+#include "tools/algo_report.hpp"
+#include "tools/info_print.hpp"
+#include "topology/exchange.hpp"
+#include "topology/job.hpp"
+
+namespace {
+
+struct Args {
+  bool standalone = false;
+  bool gpusByLocalRank = false;
+  bool help = false;
+};
+
+const char* kUsage =
+    "usage: collective-info [--topo FILE.xml] [--gpus-by-local-rank] [--standalone]\n"
+    "  --topo FILE           describe the machine in this hwloc XML file (sets COLL_TOPO_FILE)\n"
+    "  --gpus-by-local-rank  give each rank the GPU numbered like its local rank (modulo the\n"
+    "                        host's GPUs), as a one-GPU-per-rank launch would\n"
+    "  --standalone          do not join a job even when launched by collectiverun or mpirun\n"
+    "Environment: COLL_TOPO_FILE, COLL_TOPO_DUMP_FILE, COLL_HOST_ID, COLL_TOPO_LINK_BW/_LAT.\n";
+
+Args parseArgs(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "--help" || s == "-h") a.help = true;
+    else if (s == "--standalone") a.standalone = true;
+    else if (s == "--gpus-by-local-rank") a.gpusByLocalRank = true;
+    else if (s == "--topo" && i + 1 < argc) setenv("COLL_TOPO_FILE", argv[++i], 1);
+    else COLL_THROW(collInvalidArgument, "unknown argument '", s, "'\n", kUsage);
+  }
+  return a;
+}
+
+bool launchedAsJob() { return getenv("COLL_SIZE") || getenv("OMPI_COMM_WORLD_SIZE"); }
+
+// This process as rank 0 of a job of its own.
+coll::PlacementInput standaloneInput(const coll::HostTopo& topo, bool gpuByLocal) {
+  coll::PlacementInput in;
+  in.hostId = coll::localHostId();
+  in.hostname = topo.hostname;
+  in.pid = static_cast<int>(getpid());
+  in.cpus = coll::boundCpus();
+  if (gpuByLocal && !topo.gpus.empty()) in.gpu = 0;
+  return in;
+}
+
+void printHost(std::ostream& os, const coll::HostTopo& topo, const coll::LinkTable& table) {
+  os << coll::describeHost(topo) << coll::describePaths(topo);
+  coll::tools::printLinkTable(os, table);
+}
+
+int runStandalone(const Args& a, const coll::Config& cfg) {
+  coll::HostTopo topo = coll::discoverLocal(cfg);
+  coll::LinkTable table = coll::LinkTable::fromConfig(cfg);
+  printHost(std::cout, topo, table);
+  coll::JobTopo job({coll::makePlacement(topo, standaloneInput(topo, a.gpusByLocalRank))}, table);
+  std::cout << "this process:\n" << coll::describeJob(job);
+  return 0;
+}
+
+// The same exchange the communicator uses, over the job's bootstrap.
+void printJob(const Args& a, const coll::Config& cfg, collComm_t handle) {
+  coll::Comm& comm = *coll::liveComm(handle).impl;
+  coll::HostTopo topo = coll::discoverLocal(cfg);
+  coll::LinkTable table = coll::LinkTable::fromConfig(cfg);
+  int local = coll::hostLocalRank(comm.peers(), comm.rank());
+  int gpu = a.gpusByLocalRank && !topo.gpus.empty() ? local % static_cast<int>(topo.gpus.size()) : -1;
+  coll::JobTopo job = coll::exchangeJobTopo(comm.bootstrap(), topo, table, gpu);
+  if (comm.rank() == 0) {
+    std::ostringstream os;
+    os << "(topology of rank 0's host)\n";
+    printHost(os, topo, table);
+    os << coll::describeJob(job);
+    coll::tools::printRankLinks(os, job);
+    coll::tools::printAlgorithmChoices(os, handle);
+    std::cout << os.str() << std::flush;
+  }
+}
+
+int runJob(const Args& a, const coll::Config& cfg) {
+  collComm_t comm = nullptr;
+  if (collCommInitFromEnv(&comm) != collSuccess) {
+    fprintf(stderr, "collective-info: joining the job failed: %s\n", collGetLastError(nullptr));
+    return 1;
+  }
+  // Any failure past this point must not leave the other ranks waiting for this one.
+  try {
+    printJob(a, cfg, comm);
+  } catch (...) {
+    collCommAbort(comm);
+    throw;
+  }
+  collCommDestroy(comm);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Args a = parseArgs(argc, argv);
+    if (a.help) {
+      std::cout << kUsage;
+      return 0;
+    }
+    coll::Config cfg = coll::Config::fromEnv();
+    return a.standalone || !launchedAsJob() ? runStandalone(a, cfg) : runJob(a, cfg);
+  } catch (const coll::Error& e) {
+    fprintf(stderr, "collective-info: %s\n", e.what());
+    return e.code() == collInvalidArgument ? 2 : 1;
+  }
+}

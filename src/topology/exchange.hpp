@@ -1,0 +1,26 @@
+// Building the job's topology over a bootstrap: the one collective step of src/topology.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "topology/job.hpp"
+
+namespace coll {
+
+// This rank's index among the ranks that share its host identity (PeerInfo::hostId,
+// which honours COLL_HOST_ID), counting in rank order.
+int hostLocalRank(const std::vector<PeerInfo>& peers, int rank);
+
+// Collective over the bootstrap's ranks. Describes this rank on `topo` (its affinity mask,
+// `gpu` (-1: none), its NIC spread over equals by local rank), all-gathers every rank's
+// placement and builds the job view, identical on every rank. Throws what the bootstrap
+// throws, and collRemoteError for a malformed peer placement.
+JobTopo exchangeJobTopo(Bootstrap& boot, const HostTopo& topo, const LinkTable& table, int gpu = -1);
+
+// The index of the GPU with this PCI bus id, -1 if none. Accepts CUDA's "0000:19:00.0",
+// NVML's "00000000:19:00.0" and either case.
+int findGpuByBusId(const HostTopo& topo, const std::string& busId);
+
+}  // namespace coll

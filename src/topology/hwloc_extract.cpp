@@ -1,0 +1,233 @@
+// hwloc objects -> HostTopo. Only this file and hwloc_load.cpp see hwloc's API.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "topology/hwloc_internal.hpp"
+
+namespace coll {
+namespace {
+
+std::vector<int> cpusOf(hwloc_const_bitmap_t set) {
+  std::vector<int> out;
+  if (!set) return out;
+  unsigned i;
+  hwloc_bitmap_foreach_begin(i, set) { out.push_back(static_cast<int>(i)); }
+  hwloc_bitmap_foreach_end();
+  return out;
+}
+
+std::string infoOf(hwloc_obj_t o, const char* name) {
+  const char* v = o ? hwloc_obj_get_info_by_name(o, name) : nullptr;
+  return v ? v : "";
+}
+
+std::string busIdText(unsigned domain, unsigned bus, unsigned dev, unsigned fn) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%04x:%02x:%02x.%x", domain, bus, dev, fn);
+  return buf;
+}
+
+std::string busIdOf(hwloc_obj_t pci) {
+  const auto& a = pci->attr->pcidev;
+  return busIdText(a.domain, a.bus, a.dev, a.func);
+}
+
+int packageOfSet(hwloc_topology_t t, hwloc_const_cpuset_t set) {
+  int n = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE);
+  if (n <= 1) return 0;  // one package (or none reported): everything is on it
+  for (int i = 0; i < n; ++i)
+    if (hwloc_bitmap_isincluded(set, hwloc_get_obj_by_type(t, HWLOC_OBJ_PACKAGE, i)->cpuset)) return i;
+  return -1;
+}
+
+// The NUMA node and package an IO object hangs off (its first non-IO ancestor).
+Locality ioLocality(hwloc_topology_t t, const HostTopo& h, hwloc_obj_t obj) {
+  hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, obj);
+  Locality l;
+  if (!anc) return l;
+  l.package = packageOfSet(t, anc->cpuset);
+  if (anc->nodeset && hwloc_bitmap_weight(anc->nodeset) == 1) {
+    int os = hwloc_bitmap_first(anc->nodeset);
+    for (size_t i = 0; i < h.numas.size(); ++i)
+      if (h.numas[i].osIndex == os) l.numa = static_cast<int>(i);
+  }
+  return l;
+}
+
+// Bridges from the host bridge down to the device's parent.
+std::vector<PciHop> pciPathOf(hwloc_obj_t dev) {
+  std::vector<PciHop> path;
+  for (hwloc_obj_t o = dev->parent; o && o->type == HWLOC_OBJ_BRIDGE; o = o->parent) {
+    const auto& b = o->attr->bridge;
+    PciHop hop;
+    hop.id = o->gp_index;
+    hop.hostBridge = b.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
+    if (hop.hostBridge) {
+      char buf[48];
+      snprintf(buf, sizeof buf, "hostbridge %04x:[%02x-%02x]", b.downstream.pci.domain,
+               b.downstream.pci.secondary_bus, b.downstream.pci.subordinate_bus);
+      hop.label = buf;
+    } else {
+      hop.label = busIdText(b.upstream.pci.domain, b.upstream.pci.bus, b.upstream.pci.dev, b.upstream.pci.func);
+    }
+    path.push_back(hop);
+  }
+  std::reverse(path.begin(), path.end());
+  return path;
+}
+
+void cpuParts(hwloc_topology_t t, HostTopo& h) {
+  int npkg = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE);
+  for (int i = 0; i < std::max(npkg, 1); ++i) {
+    // A platform that reports no package gets one covering the machine.
+    hwloc_obj_t o = npkg ? hwloc_get_obj_by_type(t, HWLOC_OBJ_PACKAGE, i) : hwloc_get_root_obj(t);
+    PackageInfo p;
+    p.osIndex = npkg ? static_cast<int>(o->os_index) : -1;
+    p.cpus = cpusOf(o->cpuset);
+    p.cores = hwloc_get_nbobjs_inside_cpuset_by_type(t, o->cpuset, HWLOC_OBJ_CORE);
+    p.model = infoOf(o, "CPUModel");
+    h.packages.push_back(p);
+  }
+  int nnuma = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
+  for (int i = 0; i < nnuma; ++i) {
+    hwloc_obj_t o = hwloc_get_obj_by_type(t, HWLOC_OBJ_NUMANODE, i);
+    h.numas.push_back({static_cast<int>(o->os_index), packageOfSet(t, o->cpuset), cpusOf(o->cpuset),
+                       o->attr->numanode.local_memory});
+  }
+  h.cores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
+  h.pus = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU);
+  for (hwloc_obj_type_t type : {HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L1ICACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L3CACHE,
+                                HWLOC_OBJ_L4CACHE, HWLOC_OBJ_L5CACHE}) {
+    int n = hwloc_get_nbobjs_by_type(t, type);
+    if (n <= 0) continue;
+    hwloc_obj_t o = hwloc_get_obj_by_type(t, type, 0);
+    const auto& c = o->attr->cache;
+    const char* kind = c.type == HWLOC_OBJ_CACHE_DATA ? "data"
+                       : c.type == HWLOC_OBJ_CACHE_INSTRUCTION ? "instruction" : "unified";
+    h.caches.push_back({static_cast<int>(c.depth), kind, c.size, n});
+  }
+}
+
+struct PciChildren {
+  std::string cuda, nvml, openfabrics, model;
+  std::vector<hwloc_obj_t> netdevs;
+  hwloc_obj_t ofObj = nullptr;
+};
+
+PciChildren scanChildren(hwloc_obj_t pci) {
+  PciChildren c;
+  for (hwloc_obj_t o = pci->io_first_child; o; o = o->next_sibling) {
+    if (o->type != HWLOC_OBJ_OS_DEVICE) continue;
+    std::string sub = o->subtype ? o->subtype : "";
+    auto type = o->attr->osdev.type;
+    if (type == HWLOC_OBJ_OSDEV_COPROC && sub == "CUDA") c.cuda = o->name;
+    if (type == HWLOC_OBJ_OSDEV_GPU && sub == "NVML") c.nvml = o->name;
+    if ((type == HWLOC_OBJ_OSDEV_COPROC || type == HWLOC_OBJ_OSDEV_GPU) && c.model.empty())
+      c.model = infoOf(o, "GPUModel");
+    if (type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
+      c.openfabrics = o->name;
+      c.ofObj = o;
+    }
+    if (type == HWLOC_OBJ_OSDEV_NETWORK) c.netdevs.push_back(o);
+  }
+  return c;
+}
+
+uint64_t speedInfo(hwloc_obj_t o) {
+  std::string v = infoOf(o, kSpeedInfo);
+  return v.empty() ? 0 : strtoull(v.c_str(), nullptr, 10);
+}
+
+void ioParts(hwloc_topology_t t, HostTopo& h) {
+  for (hwloc_obj_t pci = nullptr; (pci = hwloc_get_next_pcidev(t, pci));) {
+    const auto& a = pci->attr->pcidev;
+    PciChildren c = scanChildren(pci);
+    bool nvidiaDisplay = a.vendor_id == 0x10de && (a.class_id == 0x0302 || a.class_id == 0x0300);
+    if (nvidiaDisplay || !c.cuda.empty() || !c.nvml.empty()) {
+      GpuInfo g;
+      g.busId = busIdOf(pci);
+      g.name = !c.cuda.empty() ? c.cuda : c.nvml;
+      g.model = !c.model.empty() ? c.model : infoOf(pci, "PCIDevice");
+      g.loc = ioLocality(t, h, pci);
+      g.pciPath = pciPathOf(pci);
+      g.pciLinkGBs = a.linkspeed;
+      h.gpus.push_back(g);
+      continue;
+    }
+    NicInfo n;
+    n.busId = busIdOf(pci);
+    n.loc = ioLocality(t, h, pci);
+    n.pciPath = pciPathOf(pci);
+    n.pciLinkGBs = a.linkspeed;
+    if (c.ofObj) {
+      // ConnectX and friends report class 0207 in InfiniBand mode, 0200 in Ethernet (RoCE).
+      n.name = c.openfabrics;
+      n.netdev = c.netdevs.empty() ? "" : c.netdevs[0]->name;
+      n.kind = a.class_id == 0x0207 ? NicKind::Ib : NicKind::Roce;
+      std::string layer = infoOf(c.ofObj, kLinkLayerInfo);
+      if (layer == "InfiniBand") n.kind = NicKind::Ib;
+      if (layer == "Ethernet") n.kind = NicKind::Roce;
+      n.speedMbps = speedInfo(c.ofObj);
+      h.nics.push_back(n);
+      continue;
+    }
+    for (hwloc_obj_t nd : c.netdevs) {
+      n.name = n.netdev = nd->name;
+      n.kind = NicKind::Eth;
+      n.speedMbps = speedInfo(nd);
+      h.nics.push_back(n);
+    }
+  }
+  auto byBus = [](const auto& x, const auto& y) { return x.busId < y.busId; };
+  std::stable_sort(h.gpus.begin(), h.gpus.end(), byBus);
+  std::stable_sort(h.nics.begin(), h.nics.end(), byBus);
+}
+
+// hwloc's NVML backend records NVLink bandwidth (MB/s) between NVML OS devices, with
+// NVSwitch ports as extra objects; the transitive closure turns those into GPU pairs.
+void nvlinkMatrix(hwloc_topology_t t, HostTopo& h) {
+  unsigned nr = 1;
+  hwloc_distances_s* d = nullptr;
+  if (h.gpus.empty() || hwloc_distances_get_by_name(t, "NVLinkBandwidth", &nr, &d, 0) != 0 || nr == 0 || !d)
+    return;
+  if (d->kind & HWLOC_DISTANCES_KIND_HETEROGENEOUS_TYPES) {
+    hwloc_distances_transform(t, d, HWLOC_DISTANCES_TRANSFORM_MERGE_SWITCH_PORTS, nullptr, 0);
+    hwloc_distances_transform(t, d, HWLOC_DISTANCES_TRANSFORM_TRANSITIVE_CLOSURE, nullptr, 0);
+  }
+  std::map<std::string, int> gpuByBus;
+  for (size_t i = 0; i < h.gpus.size(); ++i) gpuByBus[h.gpus[i].busId] = static_cast<int>(i);
+  std::vector<int> idx(d->nbobjs, -1);
+  for (unsigned i = 0; i < d->nbobjs; ++i) {
+    hwloc_obj_t o = d->objs[i];
+    if (o && o->parent && o->parent->type == HWLOC_OBJ_PCI_DEVICE) {
+      auto it = gpuByBus.find(busIdOf(o->parent));
+      if (it != gpuByBus.end()) idx[i] = it->second;
+    }
+  }
+  h.nvlinkGBs.assign(h.gpus.size(), std::vector<double>(h.gpus.size(), 0.0));
+  for (unsigned i = 0; i < d->nbobjs; ++i)
+    for (unsigned j = 0; j < d->nbobjs; ++j)
+      if (i != j && idx[i] >= 0 && idx[j] >= 0 && idx[i] != idx[j])
+        h.nvlinkGBs[idx[i]][idx[j]] = static_cast<double>(d->values[i * d->nbobjs + j]) / 1000.0;
+  hwloc_distances_release(t, d);
+}
+
+}  // namespace
+
+HostTopo extractHostTopo(hwloc_topology_t t, const std::string& source) {
+  HostTopo h;
+  h.detailed = true;
+  h.source = source;
+  h.hostname = infoOf(hwloc_get_root_obj(t), "HostName");
+  cpuParts(t, h);
+  ioParts(t, h);
+  nvlinkMatrix(t, h);
+  for (size_t i = 0; i < h.gpus.size(); ++i)
+    h.gpus[i].closestNic = chooseNic(h, DevRef::gpu(static_cast<int>(i)), 0);
+  return h;
+}
+
+}  // namespace coll

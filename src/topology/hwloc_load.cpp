@@ -1,0 +1,144 @@
+// Loading a topology with hwloc (this machine or an XML file), annotating it from sysfs,
+// and dumping it (COLL_TOPO_DUMP_FILE).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "topology/hwloc_internal.hpp"
+
+namespace coll {
+
+COLL_PARAM(kTopoFile, "COLL_TOPO_FILE", "", "hwloc XML topology to use instead of discovering this machine");
+COLL_PARAM(kTopoDump, "COLL_TOPO_DUMP_FILE", "", "write the topology used as hwloc XML (%h host, %p pid)");
+
+namespace {
+
+class Hwloc {
+ public:
+  Hwloc() {
+    if (hwloc_topology_init(&t_) != 0)
+      COLL_THROW(collSystemError, "topology: hwloc_topology_init failed: ", sysErrorText(errno));
+  }
+  ~Hwloc() { hwloc_topology_destroy(t_); }
+  Hwloc(const Hwloc&) = delete;
+  Hwloc& operator=(const Hwloc&) = delete;
+  hwloc_topology_t get() const { return t_; }
+
+ private:
+  hwloc_topology_t t_ = nullptr;
+};
+
+// hwloc drops IO objects unless asked. A file keeps everything its author wrote; the live
+// machine keeps the devices that matter (GPUs, NICs, storage) and the bridges above them.
+void loadXmlInto(Hwloc& h, const std::string& path, const char* what) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0)
+    COLL_THROW(collInvalidArgument, what, ": cannot read the hwloc XML file '", path, "': ", sysErrorText(errno));
+  COLL_CHECK_ARG(S_ISREG(st.st_mode), what, ": '", path, "' is not a regular file");
+  hwloc_topology_set_io_types_filter(h.get(), HWLOC_TYPE_FILTER_KEEP_ALL);
+  if (hwloc_topology_set_xml(h.get(), path.c_str()) != 0 || hwloc_topology_load(h.get()) != 0)
+    COLL_THROW(collInvalidArgument, what, ": '", path,
+               "' is not an hwloc XML topology that hwloc can load (write it with hwloc-ls --of xml; "
+               "hwloc ", HWLOC_API_VERSION >> 16, ".x reads XML v2)");
+}
+
+void loadThisMachine(Hwloc& h) {
+  hwloc_topology_set_io_types_filter(h.get(), HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if (hwloc_topology_load(h.get()) != 0)
+    COLL_THROW(collSystemError, "topology: hwloc could not discover this machine: ", sysErrorText(errno));
+}
+
+std::string readLine(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  if (f) std::getline(f, line);
+  return line;
+}
+
+// What hwloc does not record but sysfs knows: NIC speeds and the verbs link layer.
+void annotateFromSysfs(hwloc_topology_t t) {
+  for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_osdev(t, o));) {
+    uint64_t mbps = 0;
+    if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
+      std::string port = std::string("/sys/class/infiniband/") + o->name + "/ports/1/";
+      mbps = parseIbRateMbps(readLine(port + "rate"));
+      std::string layer = readLine(port + "link_layer");
+      if (!layer.empty() && !hwloc_obj_get_info_by_name(o, kLinkLayerInfo))
+        hwloc_obj_add_info(o, kLinkLayerInfo, layer.c_str());
+    } else if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK) {
+      long v = strtol(readLine(std::string("/sys/class/net/") + o->name + "/speed").c_str(), nullptr, 10);
+      mbps = v > 0 ? static_cast<uint64_t>(v) : 0;  // -1 or empty while the link is down
+    }
+    if (mbps && !hwloc_obj_get_info_by_name(o, kSpeedInfo))
+      hwloc_obj_add_info(o, kSpeedInfo, std::to_string(mbps).c_str());
+  }
+}
+
+std::string expandDumpPath(std::string path) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  for (size_t i = 0; (i = path.find('%', i)) != std::string::npos;) {
+    char c = i + 1 < path.size() ? path[i + 1] : 0;
+    if (c != 'h' && c != 'p') {
+      ++i;
+      continue;
+    }
+    std::string with = c == 'h' ? std::string(host) : std::to_string(getpid());
+    path.replace(i, 2, with);
+    i += with.size();
+  }
+  return path;
+}
+
+// Written to a temporary name and renamed, so ranks of one host dumping to the same path
+// never leave a file mixed from two writers. A failed dump is a warning, not a failed job.
+void dump(hwloc_topology_t t, const std::string& pattern) {
+  std::string path = expandDumpPath(pattern);
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  if (hwloc_topology_export_xml(t, tmp.c_str(), 0) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
+    COLL_WARN("%s=%s: could not write the topology to %s: %s", kTopoDump, pattern.c_str(), path.c_str(),
+              sysErrorText(errno).c_str());
+    unlink(tmp.c_str());
+    return;
+  }
+  COLL_INFO("topology written to %s", path.c_str());
+}
+
+}  // namespace
+
+HostTopo loadXml(const std::string& path) {
+  Hwloc h;
+  loadXmlInto(h, path, "topology");
+  return extractHostTopo(h.get(), "xml " + path);
+}
+
+HostTopo discoverLocal(const Config& cfg) {
+  Hwloc h;
+  const std::string& file = cfg.getStr(kTopoFile);
+  if (!file.empty()) {
+    loadXmlInto(h, file, kTopoFile);
+  } else {
+    loadThisMachine(h);
+    annotateFromSysfs(h.get());
+  }
+  if (!cfg.getStr(kTopoDump).empty()) dump(h.get(), cfg.getStr(kTopoDump));
+  HostTopo topo = extractHostTopo(h.get(), file.empty() ? "hwloc" : "xml " + file);
+  if (topo.hostname.empty()) {
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    topo.hostname = host;
+  }
+  COLL_INFO("topology of %s from %s: %zu packages, %zu NUMA nodes, %d cores, %zu GPUs, %zu NICs",
+            topo.hostname.c_str(), topo.source.c_str(), topo.packages.size(), topo.numas.size(), topo.cores,
+            topo.gpus.size(), topo.nics.size());
+  return topo;
+}
+
+}  // namespace coll

@@ -1,0 +1,130 @@
+// The job's topology: which ranks share a host, who leads each host, how every pair of
+// ranks is connected and in which order a ring should visit the ranks.
+//
+// Every rank describes itself in a fixed-size RankPlacement (host identity, where its
+// CPUs, GPU and NIC sit on its host) and the ranks all-gather them. Everything below is a
+// pure function of that vector, so every rank computes the same groups, leaders and
+// orders without further communication.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "topology/path.hpp"
+#include "topology/topology.hpp"
+
+namespace coll {
+
+constexpr uint32_t kPlacementMagic = 0x54504c31u;  // "TPL1": layout version of the struct
+constexpr int kPlacementMaxGpus = 16;              // GPUs per host a placement can describe
+constexpr uint8_t kNoPath = 0xff;
+
+struct RankPlacement {
+  uint32_t magic = kPlacementMagic;
+  int32_t rank = -1;
+  char hostId[256] = {};   // COLL_HOST_ID or hostname + boot id; NUL-terminated
+  char hostname[64] = {};  // for display only
+  int32_t pid = 0;
+  // Where the rank's CPUs are (from its affinity mask); -1 unknown or spanning several.
+  int16_t package = -1;
+  int16_t numa = -1;
+  int16_t hostPackages = 0;  // the host's package / NUMA counts; 0 unknown
+  int16_t hostNumas = 0;
+  int32_t firstCpu = -1;     // lowest CPU it may run on
+  // Its GPU, if any: index on the host, PCI bus id, locality, path class to every GPU of
+  // the host and NVLink bandwidth to each (GB/s, 0 none).
+  int16_t gpu = -1;
+  int16_t gpuPackage = -1;
+  int16_t gpuNuma = -1;
+  uint8_t hostGpus = 0;
+  uint8_t pad0 = 0;
+  char gpuBusId[16] = {};
+  uint8_t gpuPath[kPlacementMaxGpus] = {};
+  float gpuNvlinkGBs[kPlacementMaxGpus] = {};
+  // The NIC it uses for inter-host traffic, if any.
+  int16_t nic = -1;
+  uint8_t nicKind = 0;   // NicKind
+  uint8_t nicPath = kNoPath;  // PathClass from the rank (its GPU, else its CPUs) to the NIC
+  uint32_t pad1 = 0;
+  uint64_t nicSpeedMbps = 0;
+  char nicName[32] = {};
+};
+static_assert(std::is_trivially_copyable_v<RankPlacement>, "exchanged as raw bytes");
+
+struct PlacementInput {
+  int rank = 0;
+  std::string hostId;
+  std::string hostname;
+  int pid = 0;
+  std::vector<int> cpus;  // affinity mask (boundCpus())
+  int gpu = -1;           // index into HostTopo::gpus, -1 for a CPU-only rank
+  int tieBreak = 0;       // spreads ranks over equally close NICs (e.g. the local rank)
+};
+
+// Describes one rank on `topo`. Throws collInvalidArgument for a GPU index the topology
+// does not have (or beyond kPlacementMaxGpus) or a host id that does not fit.
+RankPlacement makePlacement(const HostTopo& topo, const PlacementInput& in);
+// Checks a placement received from a peer (magic, rank, terminated strings, ranges);
+// throws collRemoteError naming the rank and the field.
+void validatePlacement(const RankPlacement& p, int expectRank);
+
+struct HostGroup {
+  std::string hostId;
+  std::string hostname;
+  std::vector<int> ranks;  // ascending
+  int leader = -1;
+};
+
+struct RankLink {
+  PathClass cls = PathClass::Self;
+  double bwGBs = 0;
+  double latUs = 0;
+};
+
+class JobTopo {
+ public:
+  JobTopo() = default;
+  // placements[i] must describe rank i (validated). Hosts are ordered by their lowest rank.
+  // A host's leader is its lowest rank among those with the best path to their NIC (the
+  // lowest rank when no NIC is known), so leaders talk to the network from close by.
+  JobTopo(std::vector<RankPlacement> placements, LinkTable table);
+
+  int nranks() const { return static_cast<int>(ranks_.size()); }
+  int nhosts() const { return static_cast<int>(hosts_.size()); }
+  const std::vector<HostGroup>& hosts() const { return hosts_; }
+  const RankPlacement& placement(int rank) const;
+  int hostOf(int rank) const;
+  int localRank(int rank) const;  // index in hosts()[hostOf(rank)].ranks
+  int localSize(int rank) const;
+  int leaderOf(int rank) const;
+  std::vector<int> leaders() const;  // one per host, in host order
+  PathClass pathClass(int a, int b) const;
+  // Class plus assumed bandwidth and latency: the table's, except NVLink pairs (hwloc's
+  // NVLink bandwidth) and network pairs (the slower NIC's speed) unless the user set them.
+  RankLink link(int a, int b) const;
+  const LinkTable& table() const { return table_; }
+
+ private:
+  void checkRank(int r, const char* what) const;
+  std::vector<RankPlacement> ranks_;
+  std::vector<HostGroup> hosts_;
+  std::vector<int> hostOf_;
+  std::vector<int> localRank_;
+  LinkTable table_;
+};
+
+// The view of a sub-communicator (collCommSplit) without a new exchange: old rank
+// members[i] becomes rank i. Throws collInvalidArgument for a repeated or unknown rank.
+JobTopo subJob(const JobTopo& job, const std::vector<int>& members);
+
+// Ranks in ring order: hosts in host order, each host's ranks contiguous and sorted by
+// locality (package, NUMA node, GPU PCI bus id, first CPU, rank), so consecutive ranks
+// are as close as the host allows and each host is entered and left once.
+std::vector<int> ringOrder(const JobTopo& job);
+
+// A table of hosts, leaders, per-rank placement and ring order, for collective-info and logs.
+std::string describeJob(const JobTopo& job);
+
+}  // namespace coll

@@ -1,0 +1,270 @@
+// Host discovery from hwloc XML files of real server layouts (tests/data/topo, written by
+// gen_topo.py, plus an export of the build machine) and from this machine.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "coll_config.h"
+#include "core/config.hpp"
+#include "topology/topology.hpp"
+#include "topo_test_util.hpp"
+
+namespace coll {
+namespace {
+
+using test::dataFile;
+using test::EnvGuard;
+using test::expectError;
+using test::TempDir;
+
+#if COLL_HAVE_HWLOC
+
+const HostTopo& gpuServer() {
+  static const HostTopo t = loadXml(dataFile("gpu8_ib4.xml"));
+  return t;
+}
+const HostTopo& epycServer() {
+  static const HostTopo t = loadXml(dataFile("epyc_nps2_eth.xml"));
+  return t;
+}
+
+TEST(TopoXml, GpuServerCpuSide) {
+  const HostTopo& t = gpuServer();
+  EXPECT_TRUE(t.detailed);
+  EXPECT_EQ(t.hostname, "gpu-node-01");
+  ASSERT_EQ(t.packages.size(), 2u);
+  ASSERT_EQ(t.numas.size(), 2u);
+  EXPECT_EQ(t.cores, 32);
+  EXPECT_EQ(t.pus, 64);
+  EXPECT_EQ(t.packages[1].cores, 16);
+  EXPECT_EQ(cpuListString(t.numas[0].cpus), "0-15,32-47");
+  EXPECT_EQ(cpuListString(t.numas[1].cpus), "16-31,48-63");
+  EXPECT_EQ(t.numas[1].package, 1);
+  EXPECT_EQ(t.numas[0].memBytes, 256ull << 30);
+  ASSERT_EQ(t.caches.size(), 3u);
+  EXPECT_EQ(t.caches[0].level, 1);
+  EXPECT_EQ(t.caches[0].type, "data");
+  EXPECT_EQ(t.caches[0].bytes, 48u * 1024);
+  EXPECT_EQ(t.caches[0].count, 32);
+  EXPECT_EQ(t.caches[2].level, 3);
+  EXPECT_EQ(t.caches[2].bytes, 36u << 20);
+  EXPECT_EQ(t.caches[2].count, 2);
+}
+
+TEST(TopoXml, GpuServerDevices) {
+  const HostTopo& t = gpuServer();
+  ASSERT_EQ(t.gpus.size(), 8u);
+  const char* bus[] = {"0000:19:00.0", "0000:1a:00.0", "0000:1e:00.0", "0000:1f:00.0",
+                       "0000:83:00.0", "0000:84:00.0", "0000:a3:00.0", "0000:a4:00.0"};
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(t.gpus[i].busId, bus[i]);
+    EXPECT_EQ(t.gpus[i].name, "cuda" + std::to_string(i));
+    EXPECT_EQ(t.gpus[i].loc.numa, i / 4) << "gpu " << i;
+    EXPECT_EQ(t.gpus[i].loc.package, i / 4) << "gpu " << i;
+  }
+  EXPECT_EQ(t.gpus[0].model, "NVIDIA A100 80GB PCIe");
+  // Host bridge, root port, switch upstream port, switch downstream port.
+  ASSERT_EQ(t.gpus[0].pciPath.size(), 4u);
+  EXPECT_TRUE(t.gpus[0].pciPath[0].hostBridge);
+  EXPECT_EQ(t.gpus[0].pciPath[0].label, "hostbridge 0000:[16-20]");
+  EXPECT_EQ(t.gpus[0].pciPath[2].label, "0000:17:00.0");
+  EXPECT_NEAR(t.gpus[0].pciLinkGBs, 31.5, 0.1);
+
+  ASSERT_EQ(t.nics.size(), 5u);
+  EXPECT_EQ(t.nics[0].name, "eno1");
+  EXPECT_EQ(t.nics[0].kind, NicKind::Eth);
+  EXPECT_EQ(t.nics[0].speedMbps, 0u);
+  for (int i = 0; i < 4; ++i) {
+    const NicInfo& n = t.nics[i + 1];
+    EXPECT_EQ(n.name, "mlx5_" + std::to_string(i));
+    EXPECT_EQ(n.kind, NicKind::Ib);
+    EXPECT_EQ(n.speedMbps, 200000u);
+    EXPECT_EQ(n.loc.numa, i / 2);
+  }
+  EXPECT_EQ(t.nics[1].netdev, "ibp27s0");
+  EXPECT_EQ(t.nics[1].busId, "0000:1b:00.0");
+  ASSERT_EQ(t.nvlinkGBs.size(), 8u);
+  EXPECT_DOUBLE_EQ(t.nvlinkGBs[0][1], 300.0);
+  EXPECT_DOUBLE_EQ(t.nvlinkGBs[0][2], 0.0);
+  // Each GPU pair shares a switch with one HCA.
+  const int closest[] = {1, 1, 2, 2, 3, 3, 4, 4};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(t.gpus[i].closestNic, closest[i]) << "gpu " << i;
+}
+
+TEST(TopoXml, GpuServerPathClasses) {
+  const HostTopo& t = gpuServer();
+  auto gg = [&](int a, int b) { return classify(t, DevRef::gpu(a), DevRef::gpu(b)); };
+  auto gn = [&](int g, int n) { return classify(t, DevRef::gpu(g), DevRef::nic(n)); };
+  EXPECT_EQ(gg(3, 3), PathClass::Self);
+  EXPECT_EQ(gg(0, 1), PathClass::NVLink);
+  EXPECT_EQ(gg(7, 6), PathClass::NVLink);
+  EXPECT_EQ(gg(0, 2), PathClass::HostBridge);   // two root ports of host bridge 16
+  EXPECT_EQ(gg(1, 3), PathClass::HostBridge);
+  EXPECT_EQ(gg(4, 6), PathClass::Numa);         // host bridges 80 and a0, same socket
+  EXPECT_EQ(gg(5, 7), PathClass::Numa);
+  EXPECT_EQ(gg(0, 4), PathClass::CrossSocket);
+  EXPECT_EQ(gg(3, 7), PathClass::CrossSocket);
+  EXPECT_EQ(gn(0, 1), PathClass::PciSwitch);    // GPU0 and mlx5_0 below switch S0
+  EXPECT_EQ(gn(0, 2), PathClass::HostBridge);
+  EXPECT_EQ(gn(0, 0), PathClass::Numa);         // eno1 on the chipset's host bridge
+  EXPECT_EQ(gn(0, 3), PathClass::CrossSocket);
+  EXPECT_EQ(gn(6, 4), PathClass::PciSwitch);
+  EXPECT_EQ(gn(4, 4), PathClass::Numa);
+  EXPECT_EQ(classify(t, DevRef::nic(1), DevRef::nic(2)), PathClass::HostBridge);
+  EXPECT_EQ(classify(t, DevRef::numa(1), DevRef::nic(3)), PathClass::Numa);
+  EXPECT_EQ(classify(t, DevRef::numa(0), DevRef::nic(4)), PathClass::CrossSocket);
+  // Unknown CPU locality on a two-socket host is assumed to cross sockets.
+  EXPECT_EQ(classify(t, DevRef::host(), DevRef::nic(1)), PathClass::CrossSocket);
+
+  // Without the NVLink matrix, GPUs 0 and 1 are still neighbours below one switch.
+  HostTopo noNvlink = t;
+  noNvlink.nvlinkGBs.clear();
+  EXPECT_EQ(classify(noNvlink, DevRef::gpu(0), DevRef::gpu(1)), PathClass::PciSwitch);
+}
+
+TEST(TopoXml, GpuServerNicChoiceAndCpus) {
+  const HostTopo& t = gpuServer();
+  // From NUMA node 0, mlx5_0 and mlx5_1 are equally close and faster than eno1.
+  EXPECT_EQ(chooseNic(t, DevRef::numa(0), 0), 1);
+  EXPECT_EQ(chooseNic(t, DevRef::numa(0), 1), 2);
+  EXPECT_EQ(chooseNic(t, DevRef::numa(0), 2), 1);
+  EXPECT_EQ(chooseNic(t, DevRef::numa(1), 1), 4);
+  EXPECT_EQ(chooseNic(t, DevRef::gpu(5), 1), 3);  // one closest: the tie-break is moot
+  Locality l = localityOfCpus(t, {0, 32});
+  EXPECT_EQ(l.numa, 0);
+  EXPECT_EQ(l.package, 0);
+  EXPECT_EQ(localityOfCpus(t, {17}).numa, 1);
+  l = localityOfCpus(t, {0, 16});
+  EXPECT_EQ(l.numa, -1);
+  EXPECT_EQ(l.package, -1);
+  EXPECT_EQ(localityOfCpus(t, {}).numa, -1);
+}
+
+TEST(TopoXml, EpycServer) {
+  const HostTopo& t = epycServer();
+  ASSERT_EQ(t.packages.size(), 2u);
+  ASSERT_EQ(t.numas.size(), 4u);
+  EXPECT_EQ(t.cores, 32);
+  EXPECT_EQ(t.pus, 64);
+  const char* cpus[] = {"0-7,32-39", "8-15,40-47", "16-23,48-55", "24-31,56-63"};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(cpuListString(t.numas[i].cpus), cpus[i]);
+    EXPECT_EQ(t.numas[i].package, i / 2);
+    EXPECT_EQ(t.numas[i].osIndex, i);
+  }
+  ASSERT_EQ(t.caches.size(), 3u);
+  EXPECT_EQ(t.caches[2].count, 8);
+  EXPECT_TRUE(t.gpus.empty()) << "the BMC's ASPEED VGA is not a GPU";
+  ASSERT_EQ(t.nics.size(), 1u);
+  EXPECT_EQ(t.nics[0].name, "ens6f0");
+  EXPECT_EQ(t.nics[0].kind, NicKind::Eth);
+  EXPECT_EQ(t.nics[0].speedMbps, 100000u);
+  EXPECT_EQ(t.nics[0].loc.numa, 3);
+  EXPECT_EQ(t.nics[0].loc.package, 1);
+  auto nn = [&](int a, int b) { return classify(t, DevRef::numa(a), DevRef::numa(b)); };
+  EXPECT_EQ(nn(0, 1), PathClass::Package);
+  EXPECT_EQ(nn(1, 2), PathClass::CrossSocket);
+  EXPECT_EQ(nn(2, 2), PathClass::Self);
+  EXPECT_EQ(classify(t, DevRef::numa(3), DevRef::nic(0)), PathClass::Numa);
+  EXPECT_EQ(classify(t, DevRef::numa(2), DevRef::nic(0)), PathClass::Package);
+  EXPECT_EQ(classify(t, DevRef::numa(0), DevRef::nic(0)), PathClass::CrossSocket);
+  EXPECT_EQ(classify(t, DevRef::package(1), DevRef::nic(0)), PathClass::Package);
+  EXPECT_EQ(localityOfCpus(t, {8, 9, 40}).numa, 1);
+  Locality pkg = localityOfCpus(t, {0, 8});  // two NUMA nodes of socket 0
+  EXPECT_EQ(pkg.numa, -1);
+  EXPECT_EQ(pkg.package, 0);
+}
+
+TEST(TopoXml, BuildMachineExport) {
+  HostTopo t = loadXml(dataFile("this_vm.xml"));
+  EXPECT_EQ(t.hostname, "vm");
+  EXPECT_EQ(t.packages.size(), 1u);
+  EXPECT_EQ(t.numas.size(), 1u);
+  EXPECT_EQ(t.cores, 2);
+  EXPECT_TRUE(t.gpus.empty());
+  ASSERT_EQ(t.nics.size(), 1u);
+  EXPECT_EQ(t.nics[0].name, "eth0");
+  EXPECT_EQ(t.nics[0].loc.numa, 0);
+  EXPECT_EQ(classify(t, DevRef::host(), DevRef::nic(0)), PathClass::Numa);
+}
+
+TEST(TopoXml, MissingAndCorruptFiles) {
+  expectError([] { loadXml("/nonexistent/topo.xml"); }, collInvalidArgument,
+              {"/nonexistent/topo.xml", "No such file"});
+  TempDir dir;
+  std::string bad = dir.path() + "/corrupt.xml";
+  std::ofstream(bad) << "<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n  <object type=\"Mach";
+  expectError([&] { loadXml(bad); }, collInvalidArgument, {bad.c_str(), "not an hwloc XML topology"});
+  std::string html = dir.path() + "/page.xml";
+  std::ofstream(html) << "<html><body>not a topology</body></html>\n";
+  expectError([&] { loadXml(html); }, collInvalidArgument, {html.c_str()});
+  expectError([&] { loadXml(dir.path()); }, collInvalidArgument, {"not a regular file"});
+  EnvGuard file("COLL_TOPO_FILE", bad);
+  expectError([] { discoverLocal(Config::fromEnv()); }, collInvalidArgument, {"COLL_TOPO_FILE", "corrupt.xml"});
+}
+
+TEST(TopoXml, TopoFileAndDumpRoundTrip) {
+  TempDir dir;
+  EnvGuard file("COLL_TOPO_FILE", dataFile("gpu8_ib4.xml"));
+  EnvGuard dump("COLL_TOPO_DUMP_FILE", dir.path() + "/dump-%p.xml");
+  HostTopo a = discoverLocal(Config::fromEnv());
+  EXPECT_EQ(a.source, "xml " + dataFile("gpu8_ib4.xml"));
+  std::string path = dir.path() + "/dump-" + std::to_string(getpid()) + ".xml";
+  HostTopo b = loadXml(path);
+  EXPECT_EQ(b.source, "xml " + path);
+  b.source = a.source;
+  EXPECT_EQ(describeHost(a), describeHost(b));
+  EXPECT_EQ(describePaths(a), describePaths(b));
+  EXPECT_EQ(b.nvlinkGBs, a.nvlinkGBs);
+  EXPECT_EQ(b.gpus.size(), 8u);
+}
+
+TEST(TopoDiscover, ThisMachineAndItsDump) {
+  TempDir dir;
+  EnvGuard dump("COLL_TOPO_DUMP_FILE", dir.path() + "/%h.xml");
+  HostTopo live = discoverLocal(Config::fromEnv());
+  EXPECT_TRUE(live.detailed);
+  EXPECT_EQ(live.source, "hwloc");
+  ASSERT_GE(live.packages.size(), 1u);
+  ASSERT_GE(live.numas.size(), 1u);
+  std::vector<int> cpus = boundCpus();
+  ASSERT_FALSE(cpus.empty());
+  EXPECT_GE(live.pus, static_cast<int>(cpus.size()));
+  // Every CPU we may run on belongs to one of the NUMA nodes found.
+  for (int c : cpus) EXPECT_GE(localityOfCpus(live, {c}).numa, 0) << "cpu " << c;
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  HostTopo back = loadXml(dir.path() + "/" + host + ".xml");
+  EXPECT_EQ(back.pus, live.pus);
+  EXPECT_EQ(back.numas.size(), live.numas.size());
+  ASSERT_EQ(back.nics.size(), live.nics.size());
+  for (size_t i = 0; i < live.nics.size(); ++i) {
+    EXPECT_EQ(back.nics[i].name, live.nics[i].name);
+    EXPECT_EQ(back.nics[i].speedMbps, live.nics[i].speedMbps) << "the dump keeps sysfs speeds";
+  }
+}
+
+TEST(TopoDiscover, UnwritableDumpIsOnlyAWarning) {
+  EnvGuard dump("COLL_TOPO_DUMP_FILE", "/nonexistent-dir/topo.xml");
+  EXPECT_TRUE(discoverLocal(Config::fromEnv()).detailed);
+}
+
+#else  // built without hwloc
+
+TEST(TopoNoHwloc, HostGroupingOnly) {
+  HostTopo t = discoverLocal(Config::fromEnv());
+  EXPECT_FALSE(t.detailed);
+  EXPECT_FALSE(t.hostname.empty());
+  EXPECT_GE(t.pus, 1);
+  EXPECT_TRUE(t.numas.empty());
+  EXPECT_EQ(localityOfCpus(t, boundCpus()).numa, -1);
+  expectError([] { loadXml(dataFile("gpu8_ib4.xml")); }, collInvalidUsage, {"without hwloc"});
+  EnvGuard file("COLL_TOPO_FILE", dataFile("gpu8_ib4.xml"));
+  EXPECT_FALSE(discoverLocal(Config::fromEnv()).detailed);  // ignored with a warning
+}
+
+#endif
+
+}  // namespace
+}  // namespace coll

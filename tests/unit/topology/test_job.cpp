@@ -1,0 +1,222 @@
+// The job-level topology: host groups, local ranks, leaders, per-pair paths and costs,
+// ring order, and the checks on placements received from peers.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <set>
+
+#include "bootstrap/bootstrap.hpp"
+#include "coll_config.h"
+#include "core/config.hpp"
+#include "topology/job.hpp"
+#include "topo_test_util.hpp"
+
+namespace coll {
+namespace {
+
+using test::dataFile;
+using test::EnvGuard;
+using test::expectError;
+
+RankPlacement place(const HostTopo& t, int rank, const std::string& host, std::vector<int> cpus, int gpu = -1,
+                    int tieBreak = 0) {
+  PlacementInput in;
+  in.rank = rank;
+  in.hostId = host;
+  in.hostname = host;
+  in.pid = 1000 + rank;
+  in.cpus = std::move(cpus);
+  in.gpu = gpu;
+  in.tieBreak = tieBreak;
+  return makePlacement(t, in);
+}
+
+// Each host's ranks form one contiguous run of the ring, and the ring is a permutation.
+void expectHostsContiguous(const JobTopo& job, const std::vector<int>& ring) {
+  std::vector<int> sorted = ring;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int> all(job.nranks());
+  std::iota(all.begin(), all.end(), 0);
+  EXPECT_EQ(sorted, all);
+  std::set<int> closed;
+  for (size_t i = 0; i < ring.size(); ++i) {
+    int h = job.hostOf(ring[i]);
+    EXPECT_EQ(closed.count(h), 0u) << "host " << h << " entered twice";
+    if (i + 1 < ring.size() && job.hostOf(ring[i + 1]) != h) closed.insert(h);
+  }
+}
+
+HostTopo hostOnly() {
+  HostTopo t;
+  t.hostname = "n";
+  t.pus = 16;
+  return t;
+}
+
+TEST(TopoJob, HostGroupsWithoutHardwareDetail) {
+  HostTopo t = hostOnly();
+  const char* ids[] = {"h0", "h1", "h0", "h2", "h1", "h0"};
+  const int cpu[] = {9, 1, 3, 2, 4, 5};
+  std::vector<RankPlacement> ps;
+  for (int r = 0; r < 6; ++r) ps.push_back(place(t, r, ids[r], {cpu[r]}));
+  JobTopo job(ps, LinkTable::defaults());
+  ASSERT_EQ(job.nhosts(), 3);
+  EXPECT_EQ(job.hosts()[0].hostId, "h0");
+  EXPECT_EQ(job.hosts()[0].ranks, (std::vector<int>{0, 2, 5}));
+  EXPECT_EQ(job.hosts()[1].ranks, (std::vector<int>{1, 4}));
+  EXPECT_EQ(job.hosts()[2].ranks, (std::vector<int>{3}));
+  EXPECT_EQ(job.leaders(), (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(job.localRank(5), 2);
+  EXPECT_EQ(job.localSize(4), 2);
+  EXPECT_EQ(job.leaderOf(4), 1);
+  // Nothing is known inside a host but the CPUs' order.
+  EXPECT_EQ(ringOrder(job), (std::vector<int>{2, 5, 0, 1, 4, 3}));
+  expectHostsContiguous(job, ringOrder(job));
+  EXPECT_EQ(job.pathClass(0, 2), PathClass::CrossSocket);
+  EXPECT_EQ(job.pathClass(0, 0), PathClass::Self);
+  RankLink net = job.link(0, 1);
+  EXPECT_EQ(net.cls, PathClass::Network);
+  EXPECT_DOUBLE_EQ(net.bwGBs, LinkTable::defaults().ethernet.bwGBs);  // no NIC known: TCP assumed
+  EXPECT_DOUBLE_EQ(net.latUs, LinkTable::defaults().ethernet.latUs);
+  expectError([&] { job.pathClass(0, 6); }, collInvalidArgument, {"rank b 6", "6 ranks"});
+  expectError([&] { job.hostOf(-1); }, collInvalidArgument, {"rank -1"});
+}
+
+TEST(TopoJob, HostIdFromEnvironment) {
+  EnvGuard id("COLL_HOST_ID", "sim-host-7");
+  RankPlacement p = place(hostOnly(), 0, localHostId(), {0});
+  EXPECT_STREQ(p.hostId, "sim-host-7");
+}
+
+TEST(TopoJob, PlacementArgumentErrors) {
+  HostTopo t = hostOnly();
+  expectError([&] { place(t, 0, "", {0}); }, collInvalidArgument, {"host id", "COLL_HOST_ID"});
+  expectError([&] { place(t, 0, std::string(300, 'x'), {0}); }, collInvalidArgument, {"255"});
+  expectError([&] { place(t, 3, "h", {0}, 0); }, collInvalidArgument, {"rank 3 names GPU 0", "0 GPUs"});
+  expectError([] { JobTopo({}, LinkTable::defaults()); }, collInvalidArgument, {"at least one"});
+}
+
+TEST(TopoJob, CorruptPlacementsFromPeers) {
+  HostTopo t = hostOnly();
+  std::vector<RankPlacement> good{place(t, 0, "a", {0}), place(t, 1, "b", {1})};
+  auto expectBad = [&](auto mutate, const char* fragment) {
+    std::vector<RankPlacement> ps = good;
+    mutate(ps[1]);
+    expectError([&] { JobTopo(ps, LinkTable::defaults()); }, collRemoteError, {"rank 1", fragment});
+  };
+  expectBad([](RankPlacement& p) { p.magic = 7; }, "layout version");
+  expectBad([](RankPlacement& p) { p.rank = 5; }, "bad rank (5)");
+  expectBad([](RankPlacement& p) { memset(p.hostId, 'x', sizeof p.hostId); }, "host id");
+  expectBad([](RankPlacement& p) { p.hostId[0] = 0; }, "host id");
+  expectBad([](RankPlacement& p) { memset(p.nicName, 'x', sizeof p.nicName); }, "NIC name");
+  expectBad([](RankPlacement& p) { p.numa = -3; }, "NUMA node");
+  expectBad([](RankPlacement& p) { p.hostGpus = 2; p.gpu = 2; }, "GPU index");
+  expectBad([](RankPlacement& p) { p.hostGpus = 200; }, "GPU count");
+  expectBad([](RankPlacement& p) { p.hostGpus = 2; p.gpu = 0; p.gpuPath[1] = 9; }, "GPU path class");
+  expectBad([](RankPlacement& p) { p.nic = 0; p.nicPath = 12; }, "NIC path");
+  EXPECT_NO_THROW(JobTopo(good, LinkTable::defaults()));
+}
+
+#if COLL_HAVE_HWLOC
+
+std::vector<int> allCpus(const HostTopo& t) {
+  std::vector<int> cpus;
+  for (const PackageInfo& p : t.packages) cpus.insert(cpus.end(), p.cpus.begin(), p.cpus.end());
+  std::sort(cpus.begin(), cpus.end());
+  return cpus;
+}
+
+// Two 8-GPU servers, ranks numbered across them alternately, GPUs handed out unevenly.
+TEST(TopoJob, GpuServersInterleaved) {
+  HostTopo t = loadXml(dataFile("gpu8_ib4.xml"));
+  const int gpuA[] = {6, 0, 4, 1};  // ranks 0, 2, 4, 6 on host A
+  std::vector<RankPlacement> ps;
+  for (int r = 0; r < 8; ++r) {
+    int gpu = r % 2 == 0 ? gpuA[r / 2] : r / 2;
+    ps.push_back(place(t, r, r % 2 ? "B" : "A", t.numas[gpu / 4].cpus, gpu));
+  }
+  JobTopo job(ps, LinkTable::defaults());
+  ASSERT_EQ(job.nhosts(), 2);
+  EXPECT_EQ(job.hosts()[0].ranks, (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(job.hosts()[1].ranks, (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(job.localRank(4), 2);
+  EXPECT_EQ(job.leaders(), (std::vector<int>{0, 1}));  // every GPU has an HCA on its switch
+  EXPECT_EQ(job.placement(0).nic, 4);                  // GPU6 -> mlx5_3
+  EXPECT_EQ(static_cast<PathClass>(job.placement(0).nicPath), PathClass::PciSwitch);
+  EXPECT_EQ(job.placement(0).numa, 1);
+
+  std::vector<int> ring = ringOrder(job);
+  EXPECT_EQ(ring, (std::vector<int>{2, 6, 4, 0, 1, 3, 5, 7}));  // host A by GPU locality
+  expectHostsContiguous(job, ring);
+
+  EXPECT_EQ(job.pathClass(2, 6), PathClass::NVLink);       // GPU0 - GPU1
+  EXPECT_DOUBLE_EQ(job.link(2, 6).bwGBs, 300.0);           // from hwloc's NVLink matrix
+  EXPECT_EQ(job.pathClass(0, 4), PathClass::Numa);         // GPU6 - GPU4
+  EXPECT_EQ(job.pathClass(2, 4), PathClass::CrossSocket);  // GPU0 - GPU4
+  EXPECT_EQ(job.pathClass(1, 5), PathClass::HostBridge);   // GPU0 - GPU2 on host B
+  RankLink net = job.link(0, 1);
+  EXPECT_EQ(net.cls, PathClass::Network);
+  EXPECT_DOUBLE_EQ(net.bwGBs, 25.0);  // 200 Gb/s HDR on both ends
+  EXPECT_DOUBLE_EQ(net.latUs, LinkTable::defaults().of(PathClass::Network).latUs);
+  RankLink pci = job.link(1, 5);
+  EXPECT_DOUBLE_EQ(pci.bwGBs, LinkTable::defaults().of(PathClass::HostBridge).bwGBs);
+}
+
+// Two EPYC hosts (4 NUMA nodes, one 100 GbE port on NUMA node 3), one rank per NUMA node.
+TEST(TopoJob, CpuServersNicAffinity) {
+  HostTopo t = loadXml(dataFile("epyc_nps2_eth.xml"));
+  const int numaX[] = {3, 2, 1, 0};  // ranks 0, 2, 4, 6 on host X
+  std::vector<RankPlacement> ps;
+  for (int r = 0; r < 8; ++r) {
+    int numa = r % 2 == 0 ? numaX[r / 2] : r / 2;
+    ps.push_back(place(t, r, r % 2 ? "Y" : "X", t.numas[numa].cpus));
+  }
+  JobTopo job(ps, LinkTable::defaults());
+  // Leaders sit next to the NIC: rank 0 on X (NUMA 3), rank 7 on Y.
+  EXPECT_EQ(job.leaders(), (std::vector<int>{0, 7}));
+  EXPECT_EQ(static_cast<PathClass>(job.placement(1).nicPath), PathClass::CrossSocket);
+  EXPECT_EQ(static_cast<PathClass>(job.placement(5).nicPath), PathClass::Package);
+  std::vector<int> ring = ringOrder(job);
+  EXPECT_EQ(ring, (std::vector<int>{6, 4, 2, 0, 1, 3, 5, 7}));
+  expectHostsContiguous(job, ring);
+  EXPECT_EQ(job.pathClass(6, 4), PathClass::Package);
+  EXPECT_EQ(job.pathClass(4, 2), PathClass::CrossSocket);
+  EXPECT_EQ(job.pathClass(2, 0), PathClass::Package);
+  EXPECT_DOUBLE_EQ(job.link(6, 4).bwGBs, LinkTable::defaults().of(PathClass::Package).bwGBs);
+  RankLink net = job.link(0, 1);
+  EXPECT_DOUBLE_EQ(net.bwGBs, 12.5);  // 100 GbE
+  EXPECT_DOUBLE_EQ(net.latUs, LinkTable::defaults().ethernet.latUs);
+
+  // A sub-communicator of old ranks 7, 0, 5 keeps their places: Y = {0, 2}, X = {1}.
+  JobTopo sub = subJob(job, {7, 0, 5});
+  ASSERT_EQ(sub.nranks(), 3);
+  EXPECT_EQ(sub.hosts()[0].hostId, "Y");
+  EXPECT_EQ(sub.hosts()[0].ranks, (std::vector<int>{0, 2}));
+  EXPECT_EQ(sub.leaders(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(sub.pathClass(0, 2), PathClass::Package);  // NUMA 3 and 2
+  EXPECT_EQ(sub.placement(1).numa, 3);
+  expectError([&] { subJob(job, {1, 1}); }, collInvalidArgument, {"rank 1 appears twice"});
+  expectError([&] { subJob(job, {8}); }, collInvalidArgument, {"rank 8"});
+
+  // The user's figure wins over the NIC speed.
+  EnvGuard bw("COLL_TOPO_LINK_BW", "ethernet=2");
+  JobTopo tuned(ps, LinkTable::fromConfig(Config::fromEnv()));
+  EXPECT_DOUBLE_EQ(tuned.link(0, 1).bwGBs, 2.0);
+
+  // A rank allowed on every CPU has no NUMA home: assumed to cross sockets.
+  ps[2] = place(t, 2, "X", t.packages[0].cpus);
+  ps[4] = place(t, 4, "X", allCpus(t));
+  JobTopo loose(ps, LinkTable::defaults());
+  EXPECT_EQ(loose.placement(2).package, 0);
+  EXPECT_EQ(loose.placement(2).numa, -1);
+  EXPECT_EQ(loose.pathClass(2, 6), PathClass::Package);
+  EXPECT_EQ(loose.pathClass(4, 6), PathClass::CrossSocket);
+  expectHostsContiguous(loose, ringOrder(loose));
+}
+
+#endif
+
+}  // namespace
+}  // namespace coll

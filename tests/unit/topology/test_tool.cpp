@@ -1,0 +1,102 @@
+// collective-info end to end: standalone on a stored topology, a bad file, and a job of
+// 4 ranks on 2 simulated hosts (COLL_HOST_ID) under collectiverun.
+#include <gtest/gtest.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include <string>
+
+#include "coll_config.h"
+#include "topo_test_util.hpp"
+
+namespace coll {
+namespace {
+
+using test::dataFile;
+
+struct Result {
+  int status = -1;
+  std::string out;
+};
+
+// Runs a shell command, capturing stdout and stderr together.
+Result shell(const std::string& cmd) {
+  Result r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+bool has(const Result& r, const std::string& s) { return r.out.find(s) != std::string::npos; }
+
+TEST(TopoTool, HelpAndBadArguments) {
+  Result help = shell(std::string(COLL_INFO_EXE) + " --help");
+  EXPECT_EQ(help.status, 0);
+  EXPECT_TRUE(has(help, "usage: collective-info")) << help.out;
+  Result bad = shell(std::string(COLL_INFO_EXE) + " --bogus");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_TRUE(has(bad, "unknown argument '--bogus'")) << bad.out;
+}
+
+#if COLL_HAVE_HWLOC
+
+TEST(TopoTool, StandaloneOnStoredTopology) {
+  Result r = shell(std::string(COLL_INFO_EXE) + " --standalone --topo " + dataFile("gpu8_ib4.xml"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r, "host gpu-node-01")) << r.out;
+  EXPECT_TRUE(has(r, "2 packages, 2 NUMA nodes, 32 cores, 64 hardware threads")) << r.out;
+  EXPECT_TRUE(has(r, "gpu 0 0000:19:00.0 cuda0 \"NVIDIA A100 80GB PCIe\" numa 0, closest nic mlx5_0")) << r.out;
+  EXPECT_TRUE(has(r, "nic 1 mlx5_0 (ib, ibp27s0) 0000:1b:00.0 numa 0, speed 200 Gb/s")) << r.out;
+  EXPECT_TRUE(has(r, "  gpu0     self         nvlink       host-bridge  host-bridge  cross-socket")) << r.out;
+  EXPECT_TRUE(has(r, "assumed link costs")) << r.out;
+  EXPECT_TRUE(has(r, "this process:\njob: 1 ranks on 1 hosts")) << r.out;
+}
+
+TEST(TopoTool, MissingTopologyFile) {
+  Result r = shell(std::string(COLL_INFO_EXE) + " --standalone --topo /nonexistent/x.xml");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r, "COLL_TOPO_FILE: cannot read the hwloc XML file '/nonexistent/x.xml'")) << r.out;
+}
+
+#else
+
+TEST(TopoTool, StandaloneWithoutHwloc) {
+  Result r = shell(std::string(COLL_INFO_EXE) + " --standalone");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r, "no hwloc: packages, NUMA nodes and devices unknown")) << r.out;
+}
+
+#endif
+
+TEST(TopoTool, JobOnTwoSimulatedHosts) {
+  // Runs with or without hwloc (then --topo is ignored with a warning).
+  // Ranks 0 and 2 claim host sim0, ranks 1 and 3 host sim1; each drives the GPU numbered
+  // like its local rank on the stored 8-GPU server.
+  std::string cmd = std::string(COLLECTIVERUN_EXE) + " --timeout 50 --no-tag-output -np 4 -- sh -c '" +
+                    "COLL_HOST_ID=sim$((COLL_RANK % 2)) exec " + COLL_INFO_EXE + " --gpus-by-local-rank --topo " +
+                    dataFile("gpu8_ib4.xml") + "'";
+  Result r = shell(cmd);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r, "job: 4 ranks on 2 hosts")) << r.out;
+  EXPECT_TRUE(has(r, "[sim0]: ranks 0 2; leader 0")) << r.out;
+  EXPECT_TRUE(has(r, "[sim1]: ranks 1 3; leader 1")) << r.out;
+  EXPECT_TRUE(has(r, "ring order: 0 2 1 3")) << r.out;
+  EXPECT_TRUE(has(r, "algorithm selection (4 ranks")) << r.out;
+  EXPECT_TRUE(has(r, "  allreduce ")) << r.out;
+#if COLL_HAVE_HWLOC
+  EXPECT_TRUE(has(r, "     0 -> 2    nvlink          300.00 GB/s")) << r.out;  // GPU0 - GPU1 on sim0
+  EXPECT_TRUE(has(r, "     2 -> 1    network          25.00 GB/s")) << r.out;  // HDR InfiniBand
+#else
+  // Nothing known inside a host; between hosts, TCP over an unknown NIC.
+  EXPECT_TRUE(has(r, "     0 -> 2    cross-socket      8.00 GB/s")) << r.out;
+  EXPECT_TRUE(has(r, "     2 -> 1    network           1.25 GB/s")) << r.out;
+#endif
+}
+
+}  // namespace
+}  // namespace coll

@@ -1,0 +1,70 @@
+// Helpers shared by the topology tests.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace coll::test {
+
+// COLL_TOPO_TEST_DATA is tests/data/topo, passed by meson.
+inline std::string dataFile(const std::string& name) { return std::string(COLL_TOPO_TEST_DATA) + "/" + name; }
+
+// Sets an environment variable for the scope, restoring the previous state afterwards.
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const std::string& value) : name_(name) {
+    const char* old = getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~EnvGuard() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+  EnvGuard(const EnvGuard&) = delete;
+  EnvGuard& operator=(const EnvGuard&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+// A fresh directory under /tmp, removed with its files at the end of the scope.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/coll-topo-test-XXXXXX";
+    path_ = mkdtemp(tmpl) ? tmpl : "";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Runs f, expecting a coll::Error with `code` whose message contains every fragment.
+template <typename F>
+void expectError(F&& f, collResult_t code, std::initializer_list<const char*> fragments) {
+  try {
+    f();
+    ADD_FAILURE() << "no coll::Error thrown";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    for (const char* frag : fragments) EXPECT_NE(std::string(e.what()).find(frag), std::string::npos)
+        << "message '" << e.what() << "' lacks '" << frag << "'";
+  }
+}
+
+}  // namespace coll::test

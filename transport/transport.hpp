@@ -8,6 +8,9 @@
 // Links are not thread-safe: one thread at a time posts and progresses a link.
 #pragma once
 
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -40,6 +43,10 @@ class Link {
   // Blocks up to timeoutMs for this link to have something to do (poll on a socket, a
   // futex on a flag); may return early. Used by waiters after spinning.
   virtual void waitActivity(int timeoutMs) { (void)timeoutMs; }
+  // Appends the descriptors whose readiness means this link has work (the same events
+  // waitActivity would wait for), so a waiter can sleep on several links with one poll.
+  // Returns false when the link cannot be waited on through descriptors.
+  virtual bool appendPollFds(std::vector<pollfd>* fds) { (void)fds; return false; }
   virtual const char* transportName() const = 0;
 };
 
@@ -53,6 +60,7 @@ struct TransportContext {
   std::vector<int> pids;               // per rank
   std::string jobTag;                  // short unique tag of this communicator (hex), for names
   const uint8_t* secret = nullptr;     // 32-byte job secret; connections must prove it
+  sockaddr_storage root{};             // the rendezvous root: pick interfaces that reach it
   double timeoutSec = 300;
 };
 

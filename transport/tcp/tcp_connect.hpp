@@ -1,0 +1,43 @@
+// Connection setup of the TCP transport: address exchange, connecting to higher ranks,
+// accepting (and authenticating) lower ones. Kept apart from the data path in tcp_link.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/socket.hpp"
+#include "transport/transport.hpp"
+
+namespace coll::tcp {
+
+struct StreamOptions {
+  int streams = 1;        // sockets per peer this rank asks for
+  size_t chunk = 0;       // largest piece this rank asks for
+  int bufferBytes = 0;    // SO_SNDBUF/SO_RCVBUF; 0 leaves the kernel's autotuning
+  std::string ifname;     // COLL_SOCKET_IFNAME
+};
+
+constexpr uint32_t kRecordMagic = 0x54435041u;  // "TCPA"
+
+// One rank's contribution to the address exchange (fixed size: allGather wants equal
+// sizes). Visible for tests that play a hostile client.
+struct ListenRecord {
+  uint32_t magic;
+  uint32_t streams;
+  uint64_t chunk;
+  sockaddr_storage addr;  // ss_family 0: this rank listens for nobody
+};
+
+// What a pair of ranks settled on: both sides take the smaller of the two requests, so
+// the striping rule is the same at both ends even when their environments differ.
+struct PeerStreams {
+  std::vector<Socket> socks;  // in stream order, non-blocking, TCP_NODELAY
+  size_t chunk = 0;
+};
+
+// Collective over ctx.bootstrap (one allGather, also with no peers).
+std::map<int, PeerStreams> connectStreams(const TransportContext& ctx, const std::vector<int>& peers,
+                                          const StreamOptions& opt);
+
+}  // namespace coll::tcp

@@ -1,6 +1,11 @@
 #include "algorithms/exec.hpp"
 
+#include <poll.h>
+
 #include <algorithm>
+#include <cerrno>
+
+#include "core/error.hpp"
 
 namespace coll {
 
@@ -36,6 +41,27 @@ bool Progress::poll() {
 }
 
 void Progress::idle() {
+  // Once spinning has not paid, sleep on the links themselves so that data arriving
+  // wakes us at once (a fixed sleep would add its whole length to the latency).
+  if (backoff_.shouldBlock() && !links_.empty()) {
+    const int ms = std::max(1, backoff_.maxSleepUs() / 1000);
+    if (links_.size() == 1) {
+      links_[0]->waitActivity(ms);
+      backoff_.idle();
+    } else {
+      pollFds_.clear();
+      bool all = true;
+      for (Link* l : links_) all = all && l->appendPollFds(&pollFds_);
+      if (all) {
+        if (::poll(pollFds_.data(), pollFds_.size(), ms) < 0 && errno != EINTR)
+          COLL_THROW(collSystemError, what_, ": poll: ", sysErrorText(errno));
+      } else {
+        backoff_.idle();
+      }
+    }
+    comm_.checkHealth(deadline_, what_);
+    return;
+  }
   backoff_.idle();
   // Health checks cost a clock read (and now and then a syscall): not on every spin.
   if ((backoff_.idleCount() & 255) == 0) comm_.checkHealth(deadline_, what_);

@@ -44,6 +44,7 @@ class Progress {
   Backoff backoff_;
   std::vector<Link*> links_;
   std::vector<int> touchedPeers_;
+  std::vector<pollfd> pollFds_;
 };
 
 // Geometry of n blocks over a buffer: block i has cnt(i) elements at offset off(i).

@@ -17,7 +17,6 @@
 
 namespace coll {
 
-COLL_PARAM(kSocketIfnameEnv, "COLL_SOCKET_IFNAME", "", "interfaces for sockets: prefixes, ^exclude, =exact");
 
 namespace {
 
@@ -58,7 +57,10 @@ bool detectMpiLaunch(EnvLaunch* out, double timeoutSec) {
     UniqueIdData id;
     randomSecret(id.secret, kSecretBytes);
     Config cfg = Config::fromEnv();
-    id.root = RendezvousRoot::start(chooseLocalAddr(cfg.getStr(kSocketIfnameEnv)), size, id.secret, timeoutSec);
+    // A job whose ranks all share this host needs no external interface.
+    std::string ifname = cfg.getStr(kSocketIfnameEnv);
+    if (ifname.empty() && out->localSize == size) ifname = "lo";
+    id.root = RendezvousRoot::start(chooseLocalAddr(ifname), size, id.secret, timeoutSec);
     randomSecret(reinterpret_cast<uint8_t*>(&id.jobNonce), sizeof(id.jobNonce));
     raw = id.encode();
   }

@@ -91,6 +91,7 @@ void Comm::connectTransports() {
   ctx.cfg = &cfg_;
   ctx.bootstrap = boot_.get();
   ctx.timeoutSec = timeoutSec_;
+  ctx.root = id_.root;
   char tag[32];
   snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(id_.jobNonce));
   ctx.jobTag = tag;

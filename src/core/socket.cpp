@@ -1,5 +1,7 @@
 #include "core/socket.hpp"
 
+#include "core/config.hpp"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +21,9 @@
 #include "core/log.hpp"
 
 namespace coll {
+
+COLL_PARAM(kSocketIfnameDecl, "COLL_SOCKET_IFNAME", "",
+           "interfaces for sockets: 'eth0,ib' prefixes, '^docker' excludes, '=eth0' exact");
 
 void Socket::reset() {
   if (fd_ >= 0) ::close(fd_);

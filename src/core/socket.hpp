@@ -15,6 +15,9 @@
 
 namespace coll {
 
+// The tunable naming the interfaces sockets may use (declared once, in socket.cpp).
+constexpr const char* kSocketIfnameEnv = "COLL_SOCKET_IFNAME";
+
 // Owns a file descriptor; closes it on destruction.
 class Socket {
  public:

@@ -35,6 +35,10 @@ class Backoff {
   void reset() { n_ = 0; sleepUs_ = 1; }
   // How many consecutive idle calls so far.
   int idleCount() const { return n_; }
+  // Past the spinning and yielding phases: a waiter may block (poll, futex) instead.
+  bool shouldBlock() const { return n_ > spin_ + 64; }
+  // How long one blocking wait may last, in microseconds.
+  int maxSleepUs() const { return maxSleepUs_; }
 
  private:
   int spin_;

@@ -1,0 +1,11 @@
+// all_gather_perf: collAllGather; size is the gathered buffer, each rank sends
+// bytes / (n * type size) elements; busbw = algbw * (n-1)/n (perf::busBwFactor).
+#include "runner.hpp"
+
+namespace {
+collResult_t call(const perf::CallArgs& a) {
+  return collAllGather(a.send, a.recv, a.count, a.type, a.comm, nullptr);
+}
+}  // namespace
+
+int main(int argc, char** argv) { return perf::runTool(argc, argv, {perf::Coll::AllGather, call}); }

@@ -1,0 +1,11 @@
+// all_reduce_perf: collAllReduce of count = bytes / type size elements;
+// busbw = algbw * 2(n-1)/n (perf::busBwFactor).
+#include "runner.hpp"
+
+namespace {
+collResult_t call(const perf::CallArgs& a) {
+  return collAllReduce(a.send, a.recv, a.count, a.type, a.op, a.comm, nullptr);
+}
+}  // namespace
+
+int main(int argc, char** argv) { return perf::runTool(argc, argv, {perf::Coll::AllReduce, call}); }

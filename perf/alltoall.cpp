@@ -1,0 +1,11 @@
+// alltoall_perf: collAllToAll; size is one rank's whole buffer, count per peer is
+// bytes / (n * type size); busbw = algbw * (n-1)/n (perf::busBwFactor).
+#include "runner.hpp"
+
+namespace {
+collResult_t call(const perf::CallArgs& a) {
+  return collAllToAll(a.send, a.recv, a.count, a.type, a.comm, nullptr);
+}
+}  // namespace
+
+int main(int argc, char** argv) { return perf::runTool(argc, argv, {perf::Coll::AllToAll, call}); }

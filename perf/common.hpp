@@ -1,0 +1,95 @@
+// Pure parts of the nccl-tests compatible *_perf tools: command-line parsing, the size
+// sweep, the bytes -> element-count mapping and the bus-bandwidth factors. Nothing here
+// talks to the library, so the unit tests link it without a communicator.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "collective.h"
+
+namespace perf {
+
+// A bad command line. The message names the flag and the value.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Coll { AllReduce, AllGather, Broadcast, Reduce, ReduceScatter, AllToAll, SendRecv };
+
+const char* collName(Coll c);   // "allreduce"...
+bool collHasOp(Coll c);         // reductions print and loop over -o
+bool collHasRoot(Coll c);       // broadcast and reduce loop over -r
+
+// How nccl-tests folds the per-rank time into the printed one (-a).
+enum class AvgMode { Rank0 = 0, Mean = 1, Min = 2, Max = 3 };
+
+struct Options {
+  size_t minBytes = 8;
+  size_t maxBytes = size_t{128} << 20;
+  double stepFactor = 2.0;
+  size_t stepBytes = size_t{1} << 20;
+  bool additiveSteps = false;  // -i given without -f: sizes grow by stepBytes
+  int iters = 20;
+  int warmup = 5;
+  bool itersGiven = false;   // an explicit -n/-w disables the big-size scaling
+  bool warmupGiven = false;
+  int check = 1;
+  std::vector<collDataType_t> types{collFloat};
+  std::vector<collRedOp_t> ops{collSum};
+  int root = 0;
+  bool allRoots = false;
+  int blocking = 0;          // accepted for nccl-tests compatibility; host calls block anyway
+  AvgMode average = AvgMode::Max;
+  int aggIters = 1;
+  int cycles = 1;            // 0: run until killed
+  bool help = false;
+};
+
+// Parses "8", "64K", "128M", "1G" (K/M/G are powers of two, either case).
+// Throws UsageError naming `what` on garbage, a negative value or overflow.
+size_t parseSize(const std::string& text, const std::string& what);
+
+// Parses nccl-tests style flags (short "-b 8", "-b8", long "--minbytes 8",
+// "--minbytes=8"). args excludes the program name. Throws UsageError.
+Options parseArgs(const std::vector<std::string>& args);
+std::string usageText(const char* prog);
+
+collDataType_t parseType(const std::string& name);  // throws UsageError
+collRedOp_t parseOp(const std::string& name);       // throws UsageError
+const char* typeName(collDataType_t dt);            // nccl-tests spelling: "float", "half"
+const char* opName(collRedOp_t op);
+size_t typeBytes(collDataType_t dt);
+
+// The message sizes of one sweep, minBytes..maxBytes inclusive.
+std::vector<size_t> sizeList(const Options& o);
+
+// Timed iterations for one size: the -n/-w defaults are scaled down above
+// kScaleAboveBytes so that a default sweep to 128M stays short on a small machine.
+constexpr size_t kScaleAboveBytes = size_t{8} << 20;
+struct IterCount {
+  int iters;
+  int warmup;
+};
+IterCount itersForSize(const Options& o, size_t bytes);
+
+// Element counts of one call, following nccl-tests' getCollByteCount: the printed size
+// is the larger of the two buffers; in-place calls use one buffer at the given offsets.
+struct Counts {
+  size_t sendCount = 0;   // elements in the send buffer
+  size_t recvCount = 0;   // elements in the receive buffer
+  size_t paramCount = 0;  // the count passed to the collective
+  size_t sendInplaceOffset = 0;  // elements, in the in-place buffer
+  size_t recvInplaceOffset = 0;
+  size_t printedCount() const { return sendCount > recvCount ? sendCount : recvCount; }
+};
+Counts countsFor(Coll c, size_t bytes, size_t typeSize, int nranks, int rank);
+
+// algbw * factor = busbw, nccl-tests' definitions (doc/PERFORMANCE.md there).
+double busBwFactor(Coll c, int nranks);
+
+}  // namespace perf

@@ -1,0 +1,159 @@
+#!/bin/bash
+# Runs libcollective's all_reduce_perf and its peers (Open MPI, Gloo, optionally PyTorch)
+# on the same sizes in one go, plus single-core memcpy, and prints busbw and latency side
+# by side with ours/peer ratios and a verdict on the library's targets:
+#   busbw >= 1.5x Open MPI and Gloo at 64 MiB and 256 MiB; 8-byte latency <= Open MPI.
+#
+# usage: perf/compare_allreduce.sh BUILD_DIR [--tcp] [--torch] [--np N] [--strict]
+#                                  [--keep DIR] [sweep flags, default -b 8 -e 256M -f 2]
+#   --tcp     COLL_TRANSPORT=tcp for us, pml ob1 + btl tcp,self on lo for Open MPI
+#             (without it COLL_TRANSPORT is unset and Open MPI uses its defaults)
+#   --torch   also run perf/peers/torch_allreduce.py (torch.distributed, gloo backend)
+#   --strict  exit 3 when a target is missed
+#   --keep    keep every program's raw output in DIR
+# Sweep flags (-b -e -f -n -w -c) are passed to every program unchanged.
+set -euo pipefail
+
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] || usage
+case "$1" in -h|--help) usage ;; esac
+build=$(cd "$1" && pwd); shift
+here=$(cd "$(dirname "$0")" && pwd)
+np=2; tcp=0; torch=0; strict=0; keep=""
+sweep=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tcp) tcp=1 ;;
+    --torch) torch=1 ;;
+    --strict) strict=1 ;;
+    --np) np=$2; shift ;;
+    --keep) keep=$2; shift ;;
+    -h|--help) usage ;;
+    *) sweep+=("$1") ;;
+  esac
+  shift
+done
+[ ${#sweep[@]} -gt 0 ] || sweep=(-b 8 -e 256M -f 2)
+
+launcher=$build/src/launcher/collectiverun
+ours=$build/perf/all_reduce_perf
+mpibench=$build/perf/mpi_allreduce_bench
+gloobench=$build/perf/gloo_allreduce_bench
+memcpybench=$build/perf/memcpy_bench
+for f in "$launcher" "$ours" "$memcpybench"; do
+  [ -x "$f" ] || { echo "compare_allreduce.sh: $f not built" >&2; exit 2; }
+done
+
+out=${keep:-$(mktemp -d /tmp/compare_allreduce.XXXXXX)}
+mkdir -p "$out"
+[ -n "$keep" ] || trap 'rm -rf "$out"' EXIT
+
+# Runs one program, keeps its output, and turns its table into "size time busbw" lines.
+failed=()
+run() {
+  local name=$1; shift
+  echo "# running $name: $*" >&2
+  local rc=0
+  "$@" >"$out/$name.log" 2>&1 || rc=$?
+  if [ $rc != 0 ]; then
+    failed+=("$name")
+    echo "# $name FAILED (exit status $rc); last lines:" >&2
+    tail -5 "$out/$name.log" >&2
+  fi
+  # collectiverun tags lines with "[rank] " unless told otherwise.
+  awk '{ sub(/^\[[0-9]+\] /, "") } !/^#/ && NF >= 8 && $1 ~ /^[0-9]+$/ { print $1, $6, $8 }' \
+    "$out/$name.log" >"$out/$name.tsv"
+}
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+if [ $tcp = 1 ]; then
+  transport="tcp (COLL_TRANSPORT=tcp; Open MPI pml ob1, btl tcp,self on lo)"
+  run ours env COLL_TRANSPORT=tcp "$launcher" -np "$np" "$ours" "${sweep[@]}"
+  mpiflags=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+else
+  transport="default (COLL_TRANSPORT unset; Open MPI default pml/btl)"
+  run ours env -u COLL_TRANSPORT "$launcher" -np "$np" "$ours" "${sweep[@]}"
+  mpiflags=()
+fi
+peers=()
+if [ -x "$mpibench" ] && command -v mpirun >/dev/null; then
+  run ompi mpirun --allow-run-as-root --oversubscribe -np "$np" "${mpiflags[@]}" \
+    "$mpibench" "${sweep[@]}"
+  peers+=(ompi)
+else
+  echo "# Open MPI peer not built (no mpi dependency): skipped" >&2
+fi
+if [ -x "$gloobench" ]; then
+  run gloo "$gloobench" -np "$np" "${sweep[@]}"
+  peers+=(gloo)
+else
+  echo "# Gloo peer not built (libgloo not found): skipped" >&2
+fi
+if [ $torch = 1 ]; then
+  run torch /usr/bin/python3 "$here/peers/torch_allreduce.py" -np "$np" "${sweep[@]}"
+  peers+=(torch)
+fi
+memcpy_line=$("$memcpybench" 64M 10)
+memcpy_gbps=$(echo "$memcpy_line" | awk '{ print $4 }')
+
+echo "# all-reduce float sum, $np ranks on $(hostname), $(nproc) cores; transport: $transport"
+echo "# sweep: ${sweep[*]}; $memcpy_line"
+echo "# load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# bw x = our busbw / peer busbw (higher is better), computed from the times (same size,"
+echo "#        same busbw factor) so that it keeps its precision; t x = our time / peer time"
+status=0
+awk -v peers="${peers[*]}" -v nr="$np" -v memcpy="$memcpy_gbps" -v dir="$out" -v strict="$strict" '
+function load(name,   f, line, a) {
+  f = dir "/" name ".tsv"
+  # busbw from size and time (all-reduce factor 2(n-1)/n): the tables round it to 0.01.
+  while ((getline line < f) > 0) {
+    split(line, a, " "); t[name, a[1]] = a[2]
+    bw[name, a[1]] = a[2] > 0 ? a[1] / a[2] / 1e3 * 2 * (nr - 1) / nr : 0
+  }
+  close(f)
+}
+function ratio(a, b) { return (b > 0 && a != "") ? sprintf("%.2f", a / b) : "-" }
+BEGIN {
+  np = split(peers, p, " ")
+  load("ours"); for (i = 1; i <= np; i++) load(p[i])
+  f = dir "/ours.tsv"; n = 0
+  while ((getline line < f) > 0) { split(line, a, " "); sizes[++n] = a[1] }
+  hdr = sprintf("%12s | %10s %11s %6s", "size(B)", "ours GB/s", "ours us", "%mcpy")
+  for (i = 1; i <= np; i++) hdr = hdr sprintf(" | %10s %11s %6s %6s", p[i] " GB/s", p[i] " us", "bw x", "t x")
+  print hdr
+  for (k = 1; k <= n; k++) {
+    s = sizes[k]
+    row = sprintf("%12d | %10.3f %11.2f %5.1f%%", s, bw["ours", s], t["ours", s],
+                  memcpy > 0 ? 100 * bw["ours", s] / memcpy : 0)
+    for (i = 1; i <= np; i++) {
+      q = p[i]
+      if ((q, s) in t)
+        row = row sprintf(" | %10.3f %11.2f %6s %6s", bw[q, s], t[q, s],
+                          ratio(t[q, s], t["ours", s]), ratio(t["ours", s], t[q, s]))
+      else row = row sprintf(" | %10s %11s %6s %6s", "-", "-", "-", "-")
+    }
+    print row
+  }
+  missed = 0
+  split("67108864 268435456", big, " ")
+  for (j = 1; j <= 2; j++) for (i = 1; i <= np; i++) {
+    q = p[i]; s = big[j]
+    if (q == "torch") continue
+    if (!((q, s) in t) || !(("ours", s) in t)) { printf "# verdict: busbw at %d B vs %s: not measured\n", s, q; missed++; continue }
+    r = t["ours", s] > 0 ? t[q, s] / t["ours", s] : 0
+    ok = r >= 1.5; if (!ok) missed++
+    printf "# verdict: busbw at %d B vs %s: %.2fx (target >= 1.5x) %s\n", s, q, r, ok ? "PASS" : "FAIL"
+  }
+  if (("ompi", 8) in t && ("ours", 8) in t) {
+    ok = t["ours", 8] <= t["ompi", 8]; if (!ok) missed++
+    printf "# verdict: 8 B latency %.2f us vs Open MPI %.2f us (target <=) %s\n", t["ours", 8], t["ompi", 8], ok ? "PASS" : "FAIL"
+  } else { print "# verdict: 8 B latency vs Open MPI: not measured"; missed++ }
+  printf "# verdict: %s\n", missed ? missed " target(s) missed or not measured" : "all targets met"
+  exit (strict && missed) ? 3 : 0
+}' || status=$?
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "# FAILED runs: ${failed[*]} (outputs in $out)" >&2
+  [ -n "$keep" ] || { trap - EXIT; echo "# kept $out" >&2; }
+  exit 1
+fi
+exit $status

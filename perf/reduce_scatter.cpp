@@ -1,0 +1,13 @@
+// reduce_scatter_perf: collReduceScatter; size is the send buffer, each rank receives
+// bytes / (n * type size) elements; busbw = algbw * (n-1)/n (perf::busBwFactor).
+#include "runner.hpp"
+
+namespace {
+collResult_t call(const perf::CallArgs& a) {
+  return collReduceScatter(a.send, a.recv, a.count, a.type, a.op, a.comm, nullptr);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  return perf::runTool(argc, argv, {perf::Coll::ReduceScatter, call});
+}

@@ -1,0 +1,21 @@
+// sendrecv_perf: every rank sends count = bytes / type size elements to rank+1 and
+// receives as many from rank-1 (a ring shift), grouped so the pair cannot deadlock;
+// busbw = algbw (perf::busBwFactor).
+#include "runner.hpp"
+
+namespace {
+collResult_t call(const perf::CallArgs& a) {
+  int next = (a.rank + 1) % a.nranks;
+  int prev = (a.rank - 1 + a.nranks) % a.nranks;
+  collResult_t r = collGroupStart();
+  if (r != collSuccess) return r;
+  collResult_t s = collSend(a.send, a.count, a.type, next, a.comm, nullptr);
+  collResult_t v = s == collSuccess ? collRecv(a.recv, a.count, a.type, prev, a.comm, nullptr)
+                                    : s;
+  // The group must be closed even after a failed call, or the next call nests in it.
+  r = collGroupEnd();
+  return v != collSuccess ? v : r;
+}
+}  // namespace
+
+int main(int argc, char** argv) { return perf::runTool(argc, argv, {perf::Coll::SendRecv, call}); }

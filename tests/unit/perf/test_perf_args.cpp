@@ -1,0 +1,224 @@
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+
+using perf::Coll;
+using perf::Options;
+using perf::parseArgs;
+using perf::parseSize;
+using perf::UsageError;
+
+namespace {
+Options parse(std::vector<std::string> args) { return parseArgs(args); }
+}  // namespace
+
+TEST(PerfParseSize, AcceptsPlainAndSuffixedSizes) {
+  EXPECT_EQ(parseSize("8", "-b"), 8u);
+  EXPECT_EQ(parseSize("0", "-b"), 0u);
+  EXPECT_EQ(parseSize("64K", "-b"), 65536u);
+  EXPECT_EQ(parseSize("64k", "-b"), 65536u);
+  EXPECT_EQ(parseSize("128M", "-e"), 134217728u);
+  EXPECT_EQ(parseSize("1G", "-e"), 1073741824u);
+  EXPECT_EQ(parseSize("3g", "-e"), size_t{3} << 30);
+}
+
+TEST(PerfParseSize, RejectsGarbageNegativeAndOverflow) {
+  EXPECT_THROW(parseSize("", "-b"), UsageError);
+  EXPECT_THROW(parseSize("abc", "-b"), UsageError);
+  EXPECT_THROW(parseSize("-5", "-b"), UsageError);
+  EXPECT_THROW(parseSize("8X", "-b"), UsageError);
+  EXPECT_THROW(parseSize("8KB", "-b"), UsageError);
+  EXPECT_THROW(parseSize("99999999999999999999", "-b"), UsageError);
+  EXPECT_THROW(parseSize("17179869184G", "-b"), UsageError);
+  try {
+    parseSize("12Q", "-e");
+    FAIL() << "no throw";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("-e"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("12Q"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PerfParseArgs, Defaults) {
+  Options o = parse({});
+  EXPECT_EQ(o.minBytes, 8u);
+  EXPECT_EQ(o.maxBytes, size_t{128} << 20);
+  EXPECT_EQ(o.stepFactor, 2.0);
+  EXPECT_FALSE(o.additiveSteps);
+  EXPECT_EQ(o.iters, 20);
+  EXPECT_EQ(o.warmup, 5);
+  EXPECT_EQ(o.check, 1);
+  ASSERT_EQ(o.types.size(), 1u);
+  EXPECT_EQ(o.types[0], collFloat);
+  ASSERT_EQ(o.ops.size(), 1u);
+  EXPECT_EQ(o.ops[0], collSum);
+  EXPECT_EQ(o.root, 0);
+  EXPECT_FALSE(o.allRoots);
+  EXPECT_EQ(o.average, perf::AvgMode::Max);
+  EXPECT_EQ(o.aggIters, 1);
+  EXPECT_EQ(o.cycles, 1);
+}
+
+TEST(PerfParseArgs, EveryFlagShortForm) {
+  Options o = parse({"-b", "64K", "-e", "1G", "-f", "4", "-n", "3", "-w", "1", "-c", "0", "-d",
+                     "half", "-o", "max", "-r", "1", "-z", "1", "-a", "2", "-m", "4", "-N", "3",
+                     "-t", "1", "-g", "1"});
+  EXPECT_EQ(o.minBytes, 65536u);
+  EXPECT_EQ(o.maxBytes, size_t{1} << 30);
+  EXPECT_EQ(o.stepFactor, 4.0);
+  EXPECT_EQ(o.iters, 3);
+  EXPECT_TRUE(o.itersGiven);
+  EXPECT_EQ(o.warmup, 1);
+  EXPECT_TRUE(o.warmupGiven);
+  EXPECT_EQ(o.check, 0);
+  EXPECT_EQ(o.types, std::vector<collDataType_t>{collHalf});
+  EXPECT_EQ(o.ops, std::vector<collRedOp_t>{collMax});
+  EXPECT_EQ(o.root, 1);
+  EXPECT_EQ(o.blocking, 1);
+  EXPECT_EQ(o.average, perf::AvgMode::Min);
+  EXPECT_EQ(o.aggIters, 4);
+  EXPECT_EQ(o.cycles, 3);
+}
+
+TEST(PerfParseArgs, InlineAndLongForms) {
+  Options o = parse({"-b8K", "--maxbytes=1M", "--iters", "7", "--datatype=bfloat16", "--op",
+                     "avg"});
+  EXPECT_EQ(o.minBytes, 8192u);
+  EXPECT_EQ(o.maxBytes, size_t{1} << 20);
+  EXPECT_EQ(o.iters, 7);
+  EXPECT_EQ(o.types, std::vector<collDataType_t>{collBfloat16});
+  EXPECT_EQ(o.ops, std::vector<collRedOp_t>{collAvg});
+}
+
+TEST(PerfParseArgs, AllTypesOpsAndRoots) {
+  Options o = parse({"-d", "all", "-o", "all", "-r", "all"});
+  ASSERT_EQ(o.types.size(), 10u);
+  for (int t = 0; t < 10; ++t) EXPECT_EQ(o.types[t], collDataType_t(t));
+  ASSERT_EQ(o.ops.size(), 5u);
+  EXPECT_EQ(o.ops[4], collAvg);
+  EXPECT_TRUE(o.allRoots);
+}
+
+TEST(PerfParseArgs, TypeNamesRoundTrip) {
+  const char* names[] = {"int8", "uint8", "int32", "uint32", "int64",
+                         "uint64", "half", "float", "double", "bfloat16"};
+  for (int t = 0; t < 10; ++t) {
+    EXPECT_EQ(perf::parseType(names[t]), collDataType_t(t)) << names[t];
+    EXPECT_STREQ(perf::typeName(collDataType_t(t)), names[t]);
+  }
+  EXPECT_EQ(perf::parseType("int"), collInt32);
+  EXPECT_EQ(perf::parseType("float64"), collDouble);
+  EXPECT_EQ(perf::typeBytes(collBfloat16), 2u);
+  EXPECT_EQ(perf::typeBytes(collUint64), 8u);
+}
+
+TEST(PerfParseArgs, StepModeFollowsNcclTests) {
+  EXPECT_TRUE(parse({"-i", "1M"}).additiveSteps);
+  EXPECT_FALSE(parse({"-i", "1M", "-f", "2"}).additiveSteps);
+  EXPECT_FALSE(parse({"-f", "2", "-i", "1M"}).additiveSteps);
+  EXPECT_TRUE(parse({"-f", "1"}).additiveSteps);
+  EXPECT_EQ(parse({"-i", "3K"}).stepBytes, 3072u);
+}
+
+TEST(PerfParseArgs, RejectsBadInput) {
+  EXPECT_THROW(parse({"-x", "1"}), UsageError);
+  EXPECT_THROW(parse({"--bogus=1"}), UsageError);
+  EXPECT_THROW(parse({"-b"}), UsageError);
+  EXPECT_THROW(parse({"-c", "2"}), UsageError);
+  EXPECT_THROW(parse({"-n", "0"}), UsageError);
+  EXPECT_THROW(parse({"-n", "3x"}), UsageError);
+  EXPECT_THROW(parse({"-a", "4"}), UsageError);
+  EXPECT_THROW(parse({"-d", "float128"}), UsageError);
+  EXPECT_THROW(parse({"-o", "xor"}), UsageError);
+  EXPECT_THROW(parse({"-r", "-1"}), UsageError);
+  EXPECT_THROW(parse({"-f", "0.5"}), UsageError);
+  EXPECT_THROW(parse({"-i", "0"}), UsageError);
+  EXPECT_THROW(parse({"-t", "2"}), UsageError);
+  EXPECT_THROW(parse({"-b", "1M", "-e", "1K"}), UsageError);
+  EXPECT_TRUE(parse({"-h"}).help);
+}
+
+TEST(PerfSizeList, FactorSweepIsInclusive) {
+  std::vector<size_t> s = perf::sizeList(parse({}));
+  ASSERT_EQ(s.size(), 25u);  // 8 = 2^3 .. 128M = 2^27
+  EXPECT_EQ(s.front(), 8u);
+  EXPECT_EQ(s[1], 16u);
+  EXPECT_EQ(s.back(), size_t{128} << 20);
+
+  s = perf::sizeList(parse({"-b", "8", "-e", "64M", "-f", "4"}));
+  ASSERT_EQ(s.size(), 12u);  // 8 * 4^11 = 32M; 128M is past the end
+  EXPECT_EQ(s.back(), size_t{32} << 20);
+}
+
+TEST(PerfSizeList, AdditiveAndDegenerate) {
+  EXPECT_EQ(perf::sizeList(parse({"-b", "1M", "-e", "4M", "-i", "1M"})),
+            (std::vector<size_t>{1 << 20, 2 << 20, 3 << 20, 4 << 20}));
+  EXPECT_EQ(perf::sizeList(parse({"-b", "0", "-e", "1K"})), std::vector<size_t>{0});
+  EXPECT_EQ(perf::sizeList(parse({"-b", "1K", "-e", "1K"})), std::vector<size_t>{1024});
+  // A factor that cannot move a small size must not loop forever.
+  EXPECT_EQ(perf::sizeList(parse({"-b", "1", "-e", "8", "-f", "1.5"})),
+            (std::vector<size_t>{1}));
+}
+
+TEST(PerfIters, DefaultsShrinkAboveEightMiB) {
+  Options o = parse({});
+  EXPECT_EQ(perf::itersForSize(o, 8 << 20).iters, 20);
+  EXPECT_EQ(perf::itersForSize(o, 8 << 20).warmup, 5);
+  EXPECT_EQ(perf::itersForSize(o, 16 << 20).iters, 10);
+  EXPECT_EQ(perf::itersForSize(o, 16 << 20).warmup, 2);
+  EXPECT_EQ(perf::itersForSize(o, size_t{128} << 20).iters, 2);
+  EXPECT_EQ(perf::itersForSize(o, size_t{128} << 20).warmup, 1);
+  Options given = parse({"-n", "7", "-w", "0"});
+  EXPECT_EQ(perf::itersForSize(given, size_t{128} << 20).iters, 7);
+  EXPECT_EQ(perf::itersForSize(given, size_t{128} << 20).warmup, 0);
+}
+
+TEST(PerfCounts, WholeBufferCollectives) {
+  for (Coll c : {Coll::AllReduce, Coll::Broadcast, Coll::Reduce, Coll::SendRecv}) {
+    perf::Counts k = perf::countsFor(c, 1000, 4, 3, 2);
+    EXPECT_EQ(k.paramCount, 250u) << perf::collName(c);
+    EXPECT_EQ(k.sendCount, 250u);
+    EXPECT_EQ(k.recvCount, 250u);
+    EXPECT_EQ(k.sendInplaceOffset, 0u);
+    EXPECT_EQ(k.recvInplaceOffset, 0u);
+  }
+}
+
+TEST(PerfCounts, SplitCollectivesRoundDownToRankMultiples) {
+  perf::Counts ag = perf::countsFor(Coll::AllGather, 1000, 4, 3, 2);
+  EXPECT_EQ(ag.paramCount, 83u);
+  EXPECT_EQ(ag.sendCount, 83u);
+  EXPECT_EQ(ag.recvCount, 249u);
+  EXPECT_EQ(ag.sendInplaceOffset, 166u);
+  EXPECT_EQ(ag.recvInplaceOffset, 0u);
+  EXPECT_EQ(ag.printedCount(), 249u);
+
+  perf::Counts rs = perf::countsFor(Coll::ReduceScatter, 1024, 4, 4, 1);
+  EXPECT_EQ(rs.paramCount, 64u);
+  EXPECT_EQ(rs.sendCount, 256u);
+  EXPECT_EQ(rs.recvCount, 64u);
+  EXPECT_EQ(rs.recvInplaceOffset, 64u);
+  EXPECT_EQ(rs.sendInplaceOffset, 0u);
+
+  perf::Counts a2a = perf::countsFor(Coll::AllToAll, 1024, 2, 8, 5);
+  EXPECT_EQ(a2a.paramCount, 64u);
+  EXPECT_EQ(a2a.sendCount, 512u);
+  EXPECT_EQ(a2a.recvCount, 512u);
+
+  EXPECT_EQ(perf::countsFor(Coll::AllGather, 8, 4, 4, 0).printedCount(), 0u);
+}
+
+TEST(PerfBusBw, NcclTestsFactors) {
+  EXPECT_DOUBLE_EQ(perf::busBwFactor(Coll::AllReduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(perf::busBwFactor(Coll::AllReduce, 2), 1.0);
+  EXPECT_DOUBLE_EQ(perf::busBwFactor(Coll::AllReduce, 1), 0.0);
+  EXPECT_DOUBLE_EQ(perf::busBwFactor(Coll::AllGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(perf::busBwFactor(Coll::ReduceScatter, 2), 0.5);
+  EXPECT_DOUBLE_EQ(perf::busBwFactor(Coll::AllToAll, 8), 0.875);
+  EXPECT_DOUBLE_EQ(perf::busBwFactor(Coll::Broadcast, 8), 1.0);
+  EXPECT_DOUBLE_EQ(perf::busBwFactor(Coll::Reduce, 3), 1.0);
+  EXPECT_DOUBLE_EQ(perf::busBwFactor(Coll::SendRecv, 5), 1.0);
+}

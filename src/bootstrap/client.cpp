@@ -100,6 +100,7 @@ class SocketBootstrap final : public Bootstrap {
 
   std::vector<uint8_t> round(bs::RoundKind kind, const void* mine, size_t bytes, const char* what) {
     std::lock_guard<std::mutex> lk(mu_);
+    if (!rootGone_.empty()) COLL_THROW(collRemoteError, what, " on rank ", rank_, ": ", rootGone_);
     COLL_CHECK_ARG(sock_.valid(), what, " on rank ", rank_, " after close() or abort()");
     throwIfFailed(what);
     Deadline dl(timeoutSec_);
@@ -136,6 +137,7 @@ class SocketBootstrap final : public Bootstrap {
         return r;
       }
       throwIfFailed(what);
+      if (!rootGone_.empty()) COLL_THROW(collRemoteError, what, " on rank ", rank_, ": ", rootGone_);
       if (dl.expired())
         COLL_THROW(collTimeout, what, " on rank ", rank_, " timed out after ", timeoutSec_,
                    " s (bootstrap root at ", root_, "; raise COLL_TIMEOUT if ranks are just slow)");
@@ -170,9 +172,17 @@ class SocketBootstrap final : public Bootstrap {
     while (sock_.valid() && !failed_.load(std::memory_order_acquire)) {
       auto st = in_.read(sock_.fd(), nranks_);
       if (st == bs::FrameReader::Status::Again) return;
-      if (st == bs::FrameReader::Status::Closed)
-        return recordFailure(strCat("lost the connection to the bootstrap root at ", root_,
-                                    in_.why().empty() ? "" : ": ", in_.why()));
+      if (st == bs::FrameReader::Status::Closed) {
+        // The root lives in rank 0's process, which may finish and exit while others
+        // still work among themselves: losing it is not by itself a failure of any rank.
+        // A rank that really died is still noticed by its links (EOF, dead pid) and by
+        // the deadline; only a later bootstrap round needs the root and fails then.
+        COLL_INFO("rank %d: the bootstrap root at %s has gone; failure notices end here", rank_, root_.c_str());
+        rootGone_ = strCat("lost the connection to the bootstrap root at ", root_,
+                           in_.why().empty() ? "" : ": ", in_.why());
+        sock_.reset();
+        return;
+      }
       if (st == bs::FrameReader::Status::Bad)
         return recordFailure(strCat("the bootstrap root at ", root_, " sent malformed data: ", in_.why()));
       onFrame();
@@ -202,6 +212,7 @@ class SocketBootstrap final : public Bootstrap {
   }
 
   Socket sock_;
+  std::string rootGone_;  // why the root connection ended, if it did
   int rank_;
   int nranks_;
   double timeoutSec_;

@@ -1,0 +1,271 @@
+#include "engine/compression/compressed_allreduce.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "engine/compression/topk.hpp"
+
+namespace coll::engine {
+namespace {
+
+size_t roundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+// Calls fn(span, from, to) for the part [from, to) of every span with a residual that
+// overlaps [lo, hi) of the fused buffer.
+template <typename F>
+void forResiduals(const std::vector<CompressedSpan>& spans, size_t lo, size_t hi, F&& fn) {
+  for (const auto& s : spans) {
+    if (!s.residual) continue;
+    size_t from = std::max(lo, s.offset), to = std::min(hi, s.offset + s.count);
+    if (from < to) fn(s, from, to);
+  }
+}
+
+// One pipeline chunk of the fused buffer: its shards, encoded sizes and buffers.
+struct Chunk {
+  size_t lo = 0, len = 0, shard = 0, enc = 0;
+  uint8_t* send = nullptr;  // ranks * enc: encoded shards, then the all-gather target
+  uint8_t* recv = nullptr;  // ranks * enc: the all-to-all target
+  std::unique_ptr<PendingOp> a2a, ag;
+  size_t shardLo(size_t r) const { return std::min(len, r * shard); }
+  size_t shardLen(size_t r) const { return std::min(len, (r + 1) * shard) - shardLo(r); }
+};
+
+class DensePipeline {
+ public:
+  DensePipeline(Collectives& c, const DenseCodec& codec, float* buf, size_t n,
+                const std::vector<CompressedSpan>& spans, FusionBuffers& bufs, Rng& rng,
+                size_t chunkElems, const RangeFn& stageIn, const RangeFn& stageOut)
+      : c_(c), codec_(codec), buf_(buf), spans_(spans), rng_(rng), stageIn_(stageIn), stageOut_(stageOut),
+        ranks_(static_cast<size_t>(c.size())), me_(static_cast<size_t>(c.rank())) {
+    size_t step = codec.alignment() * ranks_;
+    size_t chunk = std::max(step, roundUp(chunkElems, step));
+    size_t total = 0;
+    for (size_t lo = 0; lo < n; lo += chunk) {
+      Chunk k;
+      k.lo = lo;
+      k.len = std::min(chunk, n - lo);
+      k.shard = roundUp((k.len + ranks_ - 1) / ranks_, codec.alignment());
+      // 64-byte aligned shards keep 16-bit views of encoded data aligned.
+      k.enc = roundUp(codec.encodedBytes(k.shard), 64);
+      total += ranks_ * k.enc;
+      chunks_.push_back(std::move(k));
+    }
+    auto* send = static_cast<uint8_t*>(bufs.get(BufferSlot::Send, total));
+    auto* recv = static_cast<uint8_t*>(bufs.get(BufferSlot::Recv, total));
+    for (auto& k : chunks_) {
+      k.send = send;
+      k.recv = recv;
+      send += ranks_ * k.enc;
+      recv += ranks_ * k.enc;
+    }
+    ef_ = std::any_of(spans.begin(), spans.end(), [](auto& s) { return s.residual; });
+    if (ef_) rt_ = static_cast<float*>(bufs.get(BufferSlot::Scratch, n * sizeof(float)));
+  }
+
+  // Chunk k+1 is encoded while chunk k's all-to-all is on the wire, and chunk k-1 is
+  // decoded while chunk k's all-gather is. Every rank issues a2a(0), a2a(1), ag(0),
+  // a2a(2), ag(1), ... in that order.
+  void run() {
+    if (chunks_.empty()) return;
+    encodeAndSend(chunks_[0]);
+    for (size_t k = 0; k < chunks_.size(); ++k) {
+      if (k + 1 < chunks_.size()) encodeAndSend(chunks_[k + 1]);
+      reduceAndGather(chunks_[k]);
+      if (k > 0) receive(chunks_[k - 1]);
+    }
+    receive(chunks_.back());
+  }
+
+ private:
+  void encodeAndSend(Chunk& k) {
+    if (stageIn_) stageIn_(k.lo, k.lo + k.len);
+    float* x = buf_ + k.lo;
+    for (size_t r = 0; r < ranks_; ++r)
+      codec_.encode(x + k.shardLo(r), k.shardLen(r), k.send + r * k.enc,
+                    rt_ ? rt_ + k.lo + k.shardLo(r) : nullptr, rng_);
+    if (ef_)
+      forResiduals(spans_, k.lo, k.lo + k.len, [&](const CompressedSpan& s, size_t from, size_t to) {
+        for (size_t i = from; i < to; ++i) s.residual[i - s.offset] = buf_[i] - rt_[i];
+      });
+    k.a2a = c_.ialltoall(k.send, k.recv, k.enc, collUint8);
+  }
+
+  // This rank's shard of the sum, accumulated in float in rank order (the same on every
+  // rank whatever the arrival order), re-encoded and all-gathered.
+  void reduceAndGather(Chunk& k) {
+    k.a2a->wait();
+    const size_t lo = k.lo + k.shardLo(me_), len = k.shardLen(me_);
+    float* acc = buf_ + lo;
+    std::fill(acc, acc + len, 0.0f);
+    for (size_t r = 0; r < ranks_; ++r) codec_.decodeAdd(k.recv + r * k.enc, len, acc);
+    uint8_t* mine = k.send + me_ * k.enc;
+    codec_.encode(acc, len, mine, rt_ ? rt_ + lo : nullptr, rng_);
+    // The re-encoding error is on the sum; owing it from this rank's next contribution
+    // puts it back exactly once.
+    if (ef_)
+      forResiduals(spans_, lo, lo + len, [&](const CompressedSpan& s, size_t from, size_t to) {
+        for (size_t i = from; i < to; ++i) s.residual[i - s.offset] += buf_[i] - rt_[i];
+      });
+    k.ag = c_.iallgather(mine, k.send, k.enc, collUint8);
+  }
+
+  void receive(Chunk& k) {
+    k.ag->wait();
+    for (size_t r = 0; r < ranks_; ++r)
+      codec_.decode(k.send + r * k.enc, k.shardLen(r), buf_ + k.lo + k.shardLo(r));
+    if (stageOut_) stageOut_(k.lo, k.lo + k.len);
+  }
+
+  Collectives& c_;
+  const DenseCodec& codec_;
+  float* buf_;
+  const std::vector<CompressedSpan>& spans_;
+  Rng& rng_;
+  const RangeFn& stageIn_;
+  const RangeFn& stageOut_;
+  size_t ranks_, me_;
+  bool ef_ = false;
+  float* rt_ = nullptr;
+  std::vector<Chunk> chunks_;
+};
+
+}  // namespace
+
+void denseCompressedAllreduce(Collectives& c, const DenseCodec& codec, float* buf, size_t n,
+                              const std::vector<CompressedSpan>& spans, FusionBuffers& bufs,
+                              Rng& rng, size_t chunkElems, const RangeFn& stageIn,
+                              const RangeFn& stageOut) {
+  DensePipeline(c, codec, buf, n, spans, bufs, rng, chunkElems, stageIn, stageOut).run();
+}
+
+TopkExchange::TopkExchange(double density, const std::vector<CompressedSpan>& spans)
+    : spans_(spans), density_(density) {
+  for (const auto& s : spans) {
+    first_.push_back(total_);
+    total_ += topkCount(s.count, density);
+  }
+  first_.push_back(total_);
+  pairs_.reserve(total_);
+}
+
+void TopkExchange::select(size_t j, const float* x, Rng& rng, std::vector<uint32_t>& scratch) {
+  const CompressedSpan& s = spans_[j];
+  size_t k = first_[j + 1] - first_[j];
+  if (!x) {  // a joined rank: k zero entries keep every rank's message the same size
+    for (size_t i = 0; i < k; ++i) pairs_.push_back({static_cast<uint32_t>(s.offset + i), 0.0f});
+    return;
+  }
+  std::vector<uint32_t> idx;
+  idx.reserve(k);
+  selectTopK(x, s.count, k, static_cast<uint32_t>(s.offset), idx, rng, &scratch);
+  take(j, x, idx);
+}
+
+void TopkExchange::selectAccumulate(size_t j, const float* gradient, float scale, Rng& rng,
+                                    std::vector<uint32_t>& scratch) {
+  const CompressedSpan& s = spans_[j];
+  COLL_CHECK_ARG(s.residual, "top-k: selectAccumulate needs a residual for tensor ", j);
+  size_t k = first_[j + 1] - first_[j];
+  std::vector<uint32_t> idx;
+  idx.reserve(k);
+  selectTopKAccumulate(s.residual, gradient, scale, s.count, k, static_cast<uint32_t>(s.offset), idx, rng,
+                       &scratch);
+  take(j, s.residual, idx);
+}
+
+void TopkExchange::take(size_t j, const float* x, const std::vector<uint32_t>& idx) {
+  const CompressedSpan& s = spans_[j];
+  for (uint32_t i : idx) pairs_.push_back({i, x[i - s.offset]});
+  // Selected entries are sent in full: with error feedback (x is the residual) they owe nothing.
+  if (s.residual)
+    for (uint32_t i : idx) s.residual[i - s.offset] = 0.0f;
+}
+
+void TopkExchange::exchange(Collectives& c, FusionBuffers& bufs) {
+  COLL_CHECK_ARG(pairs_.size() == total_, "top-k: ", pairs_.size(), " pairs selected, ", total_, " expected");
+  const size_t ranks = static_cast<size_t>(c.size());
+  size_t n = spans_.empty() ? 0 : spans_.back().offset + spans_.back().count;
+  COLL_CHECK_ARG(n <= UINT32_MAX, "top-k compression: fused buffer of ", n, " elements exceeds 32-bit indices");
+  auto* all = static_cast<SparsePair*>(bufs.get(BufferSlot::Recv, std::max<size_t>(1, ranks * total_) * sizeof(SparsePair)));
+  if (total_ > 0) c.allgather(pairs_.data(), all, total_ * sizeof(SparsePair), collUint8);
+  all_ = all;
+  ranks_ = ranks;
+}
+
+void TopkExchange::accumulate(size_t j, float* out, float scale) const {
+  const CompressedSpan& s = spans_[j];
+  std::fill(out, out + s.count, 0.0f);
+  for (size_t r = 0; r < ranks_; ++r) {
+    const SparsePair* p = all_ + r * total_;
+    for (size_t i = first_[j]; i < first_[j + 1]; ++i) {
+      size_t at = static_cast<size_t>(p[i].index) - s.offset;
+      if (at >= s.count)
+        COLL_THROW(collRemoteError, "top-k: rank ", r, " sent index ", p[i].index, " outside tensor ", j,
+                   " [", s.offset, ", ", s.offset + s.count, ")");
+      out[at] += p[i].value * scale;
+    }
+  }
+}
+
+bool TopkExchange::denseIsCheaper(size_t ranks) const {
+  size_t n = spans_.empty() ? 0 : spans_.back().offset + spans_.back().count;
+  // The union of all ranks' entries may cover the buffer: a dense all-reduce moves less.
+  return total_ * ranks >= n;
+}
+
+}  // namespace coll::engine
+
+namespace coll::engine {
+
+void TopkExchange::scatterLocal(float* dense) const {
+  for (const auto& p : pairs_) dense[p.index] = p.value;
+}
+
+void topkAllreduce(Collectives& c, double density, float prescale, float outScale,
+                   const std::vector<TopkTensor>& tensors, FusionBuffers& bufs, Rng& rng) {
+  std::vector<CompressedSpan> spans;
+  size_t n = 0, biggest = 0;
+  for (const auto& t : tensors) {
+    spans.push_back({n, t.count, t.input ? t.residual : nullptr});
+    n += t.count;
+    biggest = std::max(biggest, t.count);
+  }
+  TopkExchange ex(density, spans);
+  std::vector<uint32_t> scratch;
+  float* staged = prescale != 1.0f ? static_cast<float*>(bufs.get(BufferSlot::Scratch, biggest * sizeof(float)))
+                                   : nullptr;
+  for (size_t j = 0; j < tensors.size(); ++j) {
+    const TopkTensor& t = tensors[j];
+    if (t.input && t.residual) {
+      // The residual becomes the candidate values; "residual += gradient" happens inside
+      // the selection scan, so the gradient is read once.
+      ex.selectAccumulate(j, t.input, prescale, rng, scratch);
+      continue;
+    }
+    const float* x = t.input;
+    if (x && staged) {
+      for (size_t i = 0; i < t.count; ++i) staged[i] = t.input[i] * prescale;
+      x = staged;
+    }
+    ex.select(j, x, rng, scratch);
+  }
+  if (ex.denseIsCheaper(static_cast<size_t>(c.size()))) {
+    auto* dense = static_cast<float*>(bufs.get(BufferSlot::Fused, 2 * n * sizeof(float)));
+    std::fill(dense, dense + n, 0.0f);
+    ex.scatterLocal(dense);
+    c.allreduce(dense, dense + n, n, collFloat32, collSum);
+    for (size_t j = 0; j < tensors.size(); ++j)
+      if (tensors[j].output)
+        for (size_t i = 0; i < tensors[j].count; ++i)
+          tensors[j].output[i] = dense[n + spans[j].offset + i] * outScale;
+    return;
+  }
+  ex.exchange(c, bufs);
+  for (size_t j = 0; j < tensors.size(); ++j)
+    if (tensors[j].output) ex.accumulate(j, tensors[j].output, outScale);
+}
+
+}  // namespace coll::engine

@@ -1,0 +1,40 @@
+// The per-round control vector: one byte per cache slot plus a few flags, combined with
+// a single collMin all-reduce over uint8. Min gives AND for "all ranks" questions; "any
+// rank" questions are encoded inverted (0 = yes) so that min still answers them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace coll::engine {
+
+// Per-slot states; min over ranks: any Invalid wins, then any Idle, else all Pending.
+// The vector is [flags][slot states][held flags, inverted].
+enum SlotState : uint8_t { kSlotInvalid = 0, kSlotIdle = 1, kSlotPending = 2 };
+
+struct LocalControl {
+  bool hasUncached = false;    // this rank has requests for the full negotiation
+  bool wantsShutdown = false;  // this rank asked to shut down
+  bool abort = false;          // this rank decided the engine must stop (stall limit)
+  bool busy = false;           // this rank has anything queued or in flight
+  std::vector<uint8_t> slots;  // SlotState per cache slot
+  // Per slot: this rank holds a real request for it (a joined rank reports Pending for
+  // every allreduce slot without holding one; a slot runs only if some rank really does).
+  std::vector<bool> held;
+};
+
+struct RoundDecision {
+  bool slowPath = false;  // someone has uncached requests or a slot was invalidated
+  bool shutdown = false;  // every rank asked to shut down
+  bool abort = false;     // some rank aborts
+  bool anyBusy = false;
+  std::vector<uint32_t> invalidated;  // ascending
+  std::vector<uint32_t> ready;        // ascending: execution order of cache hits
+};
+
+std::vector<uint8_t> encodeControl(const LocalControl& c);
+// `reduced` is the element-wise min of every rank's encodeControl() output.
+RoundDecision decodeControl(const std::vector<uint8_t>& reduced);
+
+}  // namespace coll::engine

@@ -1,0 +1,165 @@
+// Engine lifecycle: parameters, the background thread, submission and shutdown.
+// The round itself is in engine_round.cpp.
+#include "engine/engine.hpp"
+
+#include <algorithm>
+
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace coll::engine {
+
+COLL_PARAM(kCycleTime, "COLL_CYCLE_TIME", "1", "engine: milliseconds between negotiation rounds");
+COLL_PARAM(kFusionThreshold, "COLL_FUSION_THRESHOLD", "128M", "engine: most bytes fused into one collective");
+COLL_PARAM(kFusionDirect, "COLL_FUSION_DIRECT_BYTES", "1M", "engine: uncompressed tensors this large run unfused, in place (0: fuse all)");
+COLL_PARAM(kCacheCapacity, "COLL_CACHE_CAPACITY", "1024", "engine: response cache slots (0 disables the cache)");
+COLL_PARAM(kStallCheck, "COLL_STALL_CHECK_SECONDS", "60", "engine: warn about tensors not submitted by every rank after this long (0: off)");
+COLL_PARAM(kStallShutdown, "COLL_STALL_SHUTDOWN_SECONDS", "0", "engine: stop and fail pending work when a tensor stalls this long (0: never)");
+COLL_PARAM(kCompressionChunk, "COLL_COMPRESSION_CHUNK", "8M", "engine: float32 bytes per pipelined chunk of a compressed allreduce");
+COLL_PARAM(kFusionChunk, "COLL_FUSION_CHUNK", "16M", "engine: a fused allreduce goes out in pieces of this many bytes, staged while the previous piece is on the wire");
+COLL_PARAM(kShutdownTimeout, "COLL_SHUTDOWN_TIMEOUT", "60", "engine: seconds shutdown waits for the other ranks to shut down too");
+
+EngineParams EngineParams::fromConfig(const Config& cfg) {
+  EngineParams p;
+  p.cycleMs = cfg.getDouble(kCycleTime);
+  COLL_CHECK_ARG(p.cycleMs >= 0, kCycleTime, "=", p.cycleMs, " must not be negative");
+  p.fusion.thresholdBytes = cfg.getSize(kFusionThreshold);
+  p.fusion.directBytes = cfg.getSize(kFusionDirect);
+  p.cacheCapacity = static_cast<size_t>(cfg.getInt(kCacheCapacity));
+  p.stall.warnSeconds = cfg.getDouble(kStallCheck);
+  p.stall.shutdownSeconds = cfg.getDouble(kStallShutdown);
+  p.shutdownTimeoutSeconds = cfg.getDouble(kShutdownTimeout);
+  p.compressionChunkBytes = cfg.getSize(kCompressionChunk);
+  p.fusionChunkBytes = cfg.getSize(kFusionChunk);
+  return p;
+}
+
+Engine::Engine(std::unique_ptr<Collectives> c, const EngineParams& p, Timeline* timeline,
+               int processSetId)
+    : c_(std::move(c)),
+      p_(p),
+      timeline_(timeline),
+      processSet_(processSetId),
+      rank_(c_->rank()),
+      size_(c_->size()),
+      start_(Clock::now()),
+      queue_(rank_),
+      negotiator_(size_),
+      cache_(p.cacheCapacity, rank_),
+      stall_(p.stall),
+      executor_(*c_, buffers_, residuals_, timeline, counters_,
+                0x9e3779b97f4a7c15ull * static_cast<uint64_t>(rank_ + 1) + processSetId,
+                std::max<size_t>(1, p.compressionChunkBytes / sizeof(float)),
+                std::max<size_t>(1, p.fusionChunkBytes)) {
+  stall_.setProcessSet(processSetId);
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  try {
+    shutdown();
+  } catch (const std::exception& e) {
+    COLL_WARN("engine of process set %d: shutdown failed: %s", processSet_, e.what());
+  }
+}
+
+double Engine::now() const {
+  return std::chrono::duration<double>(Clock::now() - start_).count();
+}
+
+void Engine::submit(EntryPtr e) {
+  if (stopped_) COLL_THROW(collInvalidUsage, "tensor '", e->meta.name, "': the engine of process set ",
+                           processSet_, " has stopped");
+  queue_.push(std::move(e));
+}
+
+void Engine::submitAll(std::vector<EntryPtr> entries) {
+  if (stopped_ && !entries.empty())
+    COLL_THROW(collInvalidUsage, "tensor '", entries[0]->meta.name, "': the engine of process set ",
+               processSet_, " has stopped");
+  queue_.pushAll(std::move(entries));
+}
+
+void Engine::shutdown() {
+  if (!thread_.joinable()) return;
+  wantShutdown_ = true;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    auto limit = std::chrono::duration<double>(p_.shutdownTimeoutSeconds);
+    if (!cv_.wait_for(lk, limit, [&] { return stopped_.load(); })) {
+      COLL_WARN("engine of process set %d: other ranks did not shut down within %.0f s "
+                "(COLL_SHUTDOWN_TIMEOUT); stopping this rank alone",
+                processSet_, p_.shutdownTimeoutSeconds);
+      forceStop_ = true;
+    }
+  }
+  thread_.join();
+}
+
+void Engine::loop() {
+  LogRankScope scope(rank_);
+  auto period = std::chrono::duration<double, std::milli>(p_.cycleMs);
+  auto next = Clock::now();
+  try {
+    for (;;) {
+      next += std::chrono::duration_cast<Clock::duration>(period);
+      if (!cycle()) break;
+      auto t = Clock::now();
+      if (t < next) {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait_until(lk, next, [&] { return forceStop_.load(); });
+      } else {
+        next = t;  // a long round: do not try to catch up with a burst of rounds
+      }
+      if (forceStop_) {
+        failAll(collInvalidUsage, strCat("engine of process set ", processSet_,
+                                         " stopped before every rank shut down"));
+        break;
+      }
+    }
+  } catch (const Error& e) {
+    COLL_WARN("engine of process set %d stopped: %s", processSet_, e.what());
+    failAll(e.code(), strCat("engine of process set ", processSet_, " stopped: ", e.what()));
+  } catch (const std::exception& e) {
+    failAll(collInternalError, strCat("engine of process set ", processSet_, " stopped: ", e.what()));
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopped_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Engine::complete(Entry& e, collResult_t code, const std::string& msg) {
+  queue_.release(e.meta.name);
+  e.handle->finish(code, msg);
+}
+
+void Engine::failAll(collResult_t code, const std::string& msg) {
+  for (auto& e : queue_.close(code, msg)) complete(*e, code, msg);
+  for (auto& [slot, e] : cachedPending_) complete(*e, code, msg);
+  for (auto& e : uncached_) complete(*e, code, msg);
+  for (auto& [name, e] : negotiating_) complete(*e, code, msg);
+  cachedPending_.clear();
+  uncached_.clear();
+  negotiating_.clear();
+}
+
+collective::hvd::Stats Engine::stats() const {
+  collective::hvd::Stats s;
+  s.cycles = counters_.cycles;
+  s.cache_hits = counters_.cacheHits;
+  s.negotiated = counters_.negotiated;
+  s.collectives = counters_.collectives;
+  s.fused_tensors = counters_.fusedTensors;
+  s.stall_warnings = counters_.stallWarnings;
+  return s;
+}
+
+std::vector<std::string> Engine::stallReports() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stallReports_;
+}
+
+}  // namespace coll::engine

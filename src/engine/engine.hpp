@@ -1,0 +1,118 @@
+// One process set's engine: a background thread that runs negotiation rounds every
+// COLL_CYCLE_TIME ms. A round is one small min-allreduce of the control vector (cache
+// hits, flags); only when some rank has requests the cache does not know does it also
+// all-gather their descriptions and run the negotiation state machine. Ready tensors are
+// then fused by the policy and executed, in the same order on every rank.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "collective/hvd.hpp"
+#include "engine/collectives.hpp"
+#include "engine/control.hpp"
+#include "engine/executor.hpp"
+#include "engine/negotiation.hpp"
+#include "engine/response_cache.hpp"
+#include "engine/stall.hpp"
+#include "engine/tensor_queue.hpp"
+
+namespace coll {
+class Config;
+}
+
+namespace coll::engine {
+
+struct EngineParams {
+  double cycleMs = 1.0;
+  FusionParams fusion;
+  size_t cacheCapacity = 1024;
+  StallParams stall;
+  double shutdownTimeoutSeconds = 60;
+  size_t compressionChunkBytes = 8u << 20;  // pipeline granularity of compressed allreduce
+  size_t fusionChunkBytes = 16u << 20;      // pipeline granularity of a fused allreduce
+  static EngineParams fromConfig(const Config& cfg);
+};
+
+class Engine {
+ public:
+  Engine(std::unique_ptr<Collectives> c, const EngineParams& p, Timeline* timeline,
+         int processSetId);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Throws coll::Error (duplicate name in flight, engine stopped). Entries of one call
+  // are accepted all together or not at all.
+  void submit(EntryPtr e);
+  void submitAll(std::vector<EntryPtr> entries);
+  // Collective within the process set: returns once every member asked (or after
+  // shutdownTimeoutSeconds, stopping this rank alone).
+  void shutdown();
+  bool running() const { return !stopped_.load(); }
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  collective::hvd::Stats stats() const;
+  std::vector<std::string> stallReports() const;
+
+ private:
+  struct Ready {
+    Response resp;
+    EntryPtr entry;  // null on a joined rank
+  };
+  void loop();
+  bool cycle();
+  void intake(double now);
+  LocalControl buildControl(double now);
+  void collectReady(const RoundDecision& d, double now, std::vector<Ready>& ready);
+  std::vector<std::vector<RequestMeta>> exchangeRequests();
+  void execute(std::vector<Ready>& ready);
+  void runSpecial(Ready& r);
+  void finishEntry(Ready& r);
+  void inspectStalls(double now);
+  void complete(Entry& e, collResult_t code, const std::string& msg);
+  void failAll(collResult_t code, const std::string& msg);
+  double now() const;
+
+  std::unique_ptr<Collectives> c_;
+  EngineParams p_;
+  Timeline* timeline_;
+  int processSet_;
+  int rank_;
+  int size_;
+  Clock::time_point start_;
+
+  TensorQueue queue_;
+  Negotiator negotiator_;
+  ResponseCache cache_;
+  StallInspector stall_;
+  FusionBuffers buffers_;
+  ResidualStore residuals_;
+  EngineCounters counters_;
+  Executor executor_;
+
+  // Owned by the engine thread.
+  std::unordered_map<uint32_t, EntryPtr> cachedPending_;  // cache slot -> entry
+  std::vector<uint32_t> invalidate_;                      // slots to invalidate this round
+  std::vector<EntryPtr> uncached_;                        // for the next full negotiation
+  std::unordered_map<std::string, EntryPtr> negotiating_; // sent, waiting for a decision
+  bool joined_ = false;
+  std::string abortReason_;
+
+  std::atomic<bool> wantShutdown_{false};
+  std::atomic<bool> forceStop_{false};
+  std::atomic<bool> stopped_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> stallReports_;  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace coll::engine

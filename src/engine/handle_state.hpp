@@ -1,0 +1,39 @@
+// Completion state behind collective::hvd::Handle, shared by the caller's handle and the
+// engine's queued entry (or entries, for a grouped allreduce).
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "collective/hvd.hpp"
+#include "engine/collectives.hpp"
+
+namespace collective::hvd::detail {
+
+struct HandleState {
+  explicit HandleState(int parts = 1, double waitTimeoutSeconds = 0)
+      : remaining(parts), timeoutSeconds(waitTimeoutSeconds) {}
+
+  // One part finished; the handle completes when all parts did. The first error wins.
+  void finish(collResult_t result, const std::string& message);
+  bool isDone();
+  // Waits for completion (at most timeoutSeconds when > 0); throws Error on failure.
+  void wait();
+
+  std::mutex mu;
+  std::condition_variable cv;
+  int remaining;
+  bool done = false;
+  collResult_t code = collSuccess;
+  std::string message;
+  double timeoutSeconds;
+
+  // Results beyond success, set by the engine before finish().
+  Output output;
+  int value = -1;                                         // join: last rank to join
+  std::unique_ptr<coll::engine::Collectives> collectives;  // add_process_set: the new group
+};
+
+}  // namespace collective::hvd::detail

@@ -1,0 +1,280 @@
+// Compressors: error bounds, top-k selection, compressed allreduce over simulated ranks
+// and error-feedback convergence.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "engine/compression/codec.hpp"
+#include "engine/compression/compressed_allreduce.hpp"
+#include "engine/compression/topk.hpp"
+#include "fake_collectives.hpp"
+
+namespace coll::engine {
+namespace {
+
+std::vector<float> randomVec(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+CompressionSpec spec(CompressKind k, bool stochastic = true, int block = 64, double density = 0.01) {
+  CompressionSpec s;
+  s.kind = k;
+  s.stochastic = stochastic;
+  s.blockSize = block;
+  s.density = density;
+  return s;
+}
+
+std::vector<float> roundTrip(const DenseCodec& c, const std::vector<float>& x, Rng& rng) {
+  std::vector<uint8_t> enc(c.encodedBytes(x.size()));
+  std::vector<float> rt(x.size()), dec(x.size());
+  c.encode(x.data(), x.size(), enc.data(), rt.data(), rng);
+  c.decode(enc.data(), x.size(), dec.data());
+  EXPECT_EQ(rt, dec);  // the roundtrip output is exactly what a receiver decodes
+  return dec;
+}
+
+TEST(Int8Codec, ErrorBoundedByBlockScale) {
+  const size_t n = 1000, block = 64;  // last block partial
+  auto x = randomVec(n, 1, 3.0f);
+  x[5] = 0;
+  for (bool stochastic : {true, false}) {
+    auto c = makeDenseCodec(spec(CompressKind::Int8, stochastic, block));
+    EXPECT_EQ(c->encodedBytes(n), n + 16 * sizeof(float));
+    Rng rng(42);
+    auto y = roundTrip(*c, x, rng);
+    for (size_t b = 0; b < n; b += block) {
+      float maxAbs = 0;
+      for (size_t i = b; i < std::min(n, b + block); ++i) maxAbs = std::max(maxAbs, std::fabs(x[i]));
+      float scale = maxAbs / 127.0f;
+      float bound = (stochastic ? 1.0f : 0.5f) * scale * 1.0001f;
+      for (size_t i = b; i < std::min(n, b + block); ++i)
+        ASSERT_LE(std::fabs(y[i] - x[i]), bound) << "i=" << i << " stochastic=" << stochastic;
+    }
+  }
+}
+
+TEST(Int8Codec, StochasticRoundingIsUnbiased) {
+  auto c = makeDenseCodec(spec(CompressKind::Int8, true, 4));
+  std::vector<float> x = {1.0f, 0.3f, -0.71f, 0.05f};  // scale 1/127: 0.3 sits between levels
+  std::vector<double> mean(4, 0);
+  Rng rng(9);
+  const int trials = 20000;
+  for (int t = 0; t < trials; ++t) {
+    auto y = roundTrip(*c, x, rng);
+    for (int i = 0; i < 4; ++i) mean[i] += y[i];
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(mean[i] / trials, x[i], 2e-4) << i;
+  // Nearest rounding is biased for the same value.
+  auto cn = makeDenseCodec(spec(CompressKind::Int8, false, 4));
+  auto yn = roundTrip(*cn, x, rng);
+  EXPECT_GT(std::fabs(yn[1] - x[1]), 5e-4);  // 0.3*127 = 38.1 rounds to 38
+}
+
+TEST(CastCodecs, RelativeErrorBounds) {
+  auto x = randomVec(513, 3, 10.0f);
+  Rng rng(1);
+  auto h = roundTrip(*makeDenseCodec(spec(CompressKind::FP16)), x, rng);
+  auto b = roundTrip(*makeDenseCodec(spec(CompressKind::BF16)), x, rng);
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_LE(std::fabs(h[i] - x[i]), std::fabs(x[i]) * 0x1p-11f + 1e-7f) << i;
+    EXPECT_LE(std::fabs(b[i] - x[i]), std::fabs(x[i]) * 0x1p-8f) << i;
+  }
+}
+
+TEST(TopK, PicksExactlyTheLargestMagnitudes) {
+  for (size_t n : {1ul, 7ul, 100ul, 5000ul, 300001ul}) {
+    for (double density : {0.001, 0.01, 0.3, 1.0}) {
+      auto x = randomVec(n, static_cast<uint32_t>(n));
+      size_t k = topkCount(n, density);
+      Rng rng(5);
+      std::vector<uint32_t> got;
+      selectTopK(x.data(), n, k, 100, got, rng);
+      ASSERT_EQ(got.size(), k) << n << " " << density;
+      std::vector<uint32_t> ref(n);
+      std::iota(ref.begin(), ref.end(), 0);
+      std::sort(ref.begin(), ref.end(), [&](uint32_t a, uint32_t b) { return std::fabs(x[a]) > std::fabs(x[b]); });
+      ref.resize(k);
+      for (auto& i : ref) i += 100;
+      std::sort(ref.begin(), ref.end());
+      std::sort(got.begin(), got.end());
+      EXPECT_EQ(got, ref) << "n=" << n << " density=" << density;
+    }
+  }
+}
+
+TEST(TopK, AccumulateVariantUpdatesAndSelectsOnTheSum) {
+  const size_t n = 20000, k = 150;
+  auto res = randomVec(n, 11), grad = randomVec(n, 12);
+  std::vector<float> sum(n);
+  for (size_t i = 0; i < n; ++i) sum[i] = res[i] + grad[i] * 0.5f;
+  Rng r1(4), r2(4);
+  std::vector<uint32_t> a, b;
+  selectTopK(sum.data(), n, k, 0, a, r1);
+  selectTopKAccumulate(res.data(), grad.data(), 0.5f, n, k, 0, b, r2);
+  EXPECT_EQ(res, sum);  // written back
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  EXPECT_EQ(a, b);
+}
+
+TEST(TopK, ConcentratedValuesStillFindK) {
+  // Most elements zero: the sampled threshold is 0 and must be refined.
+  std::vector<float> x(10000, 0.0f);
+  x[17] = 5;
+  x[9000] = -7;
+  Rng rng(3);
+  std::vector<uint32_t> got;
+  selectTopK(x.data(), x.size(), 2, 0, got, rng);
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<uint32_t>{17, 9000}));
+  EXPECT_EQ(topkCount(10, 0.01), 1u);
+  EXPECT_EQ(topkCount(0, 0.5), 0u);
+}
+
+// Runs a compressed allreduce on `ranks` simulated ranks; bufs[r] is rank r's buffer
+// (overwritten with the result), one tensor per entry of `sizes`. Dense codecs expect the
+// residual already added to bufs (as the executor stages it); top-k reads bufs as the
+// raw gradient and folds it into the residual itself.
+void runCompressed(int ranks, const CompressionSpec& s, std::vector<std::vector<float>>& bufs,
+                   const std::vector<size_t>& sizes, std::vector<std::vector<float>>* residuals,
+                   uint64_t seed, size_t chunkElems = 1 << 20) {
+  auto world = testing::FakeWorld::create(ranks);
+  testing::runRanks(ranks, [&](int r) {
+    auto c = world->member(r);
+    FusionBuffers fb;
+    Rng rng(seed * 31 + r);
+    std::vector<CompressedSpan> spans;
+    std::vector<TopkTensor> ts;
+    size_t off = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      float* res = residuals ? (*residuals)[r].data() + off : nullptr;
+      spans.push_back({off, sizes[i], res});
+      ts.push_back({bufs[r].data() + off, bufs[r].data() + off, sizes[i], res});
+      off += sizes[i];
+    }
+    if (s.kind == CompressKind::TopK)
+      topkAllreduce(*c, s.density, 1.0f, 1.0f, ts, fb, rng);
+    else
+      denseCompressedAllreduce(*c, *makeDenseCodec(s), bufs[r].data(), bufs[r].size(), spans, fb, rng, chunkElems);
+  });
+}
+
+TEST(CompressedAllreduce, DenseCodecsCloseToTrueSumAndIdenticalOnAllRanks) {
+  const int ranks = 3;
+  const std::vector<size_t> sizes = {1000, 37, 4096};
+  const size_t n = 1000 + 37 + 4096;
+  for (auto kind : {CompressKind::FP16, CompressKind::BF16, CompressKind::Int8}) {
+    std::vector<std::vector<float>> in(ranks), bufs(ranks);
+    std::vector<float> truth(n, 0);
+    for (int r = 0; r < ranks; ++r) {
+      in[r] = randomVec(n, 100 + r);
+      for (size_t i = 0; i < n; ++i) truth[i] += in[r][i];
+      bufs[r] = in[r];
+    }
+    auto piped = bufs;
+    runCompressed(ranks, spec(kind, false, 128), bufs, sizes, nullptr, 1);
+    // Pipelined in chunks of 3 blocks per rank. Casts are element-wise, so the result is the
+    // same; int8 blocks start at chunk boundaries, so only the error bound holds.
+    runCompressed(ranks, spec(kind, false, 128), piped, sizes, nullptr, 1, 3 * 128 * ranks);
+    if (kind != CompressKind::Int8) {
+      EXPECT_EQ(piped[1], bufs[1]) << "kind " << int(kind);
+    }
+    double tol = kind == CompressKind::FP16 ? 0.01 : (kind == CompressKind::BF16 ? 0.08 : 0.25);
+    for (int r = 0; r < ranks; ++r) {
+      EXPECT_EQ(bufs[r], bufs[0]) << "rank " << r << " kind " << int(kind);
+      for (size_t i = 0; i < n; ++i) ASSERT_NEAR(bufs[r][i], truth[i], tol) << i << " kind " << int(kind);
+      EXPECT_EQ(piped[r], piped[0]) << "rank " << r;
+      for (size_t i = 0; i < n; ++i) ASSERT_NEAR(piped[r][i], truth[i], tol) << i << " kind " << int(kind);
+    }
+  }
+}
+
+TEST(CompressedAllreduce, TopKSumsSelectedEntriesSparseAndDense) {
+  for (double density : {0.01, 0.4}) {  // 0.4 * 3 ranks >= 1: dense fallback
+    const int ranks = 3;
+    const std::vector<size_t> sizes = {2000, 500};
+    const size_t n = 2500;
+    std::vector<std::vector<float>> bufs(ranks);
+    std::vector<float> expect(n, 0);
+    for (int r = 0; r < ranks; ++r) {
+      bufs[r] = randomVec(n, 200 + r);
+      size_t off = 0;
+      for (size_t sz : sizes) {
+        Rng rng(1);
+        std::vector<uint32_t> idx;
+        selectTopK(bufs[r].data() + off, sz, topkCount(sz, density), static_cast<uint32_t>(off), idx, rng);
+        for (auto i : idx) expect[i] += bufs[r][i];
+        off += sz;
+      }
+    }
+    runCompressed(ranks, spec(CompressKind::TopK, false, 0, density), bufs, sizes, nullptr, 2);
+    for (int r = 0; r < ranks; ++r)
+      for (size_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(bufs[r][i], expect[i]) << "density " << density << " i " << i;
+  }
+}
+
+// Error feedback: what was delivered over k steps plus what the ranks still owe equals
+// the true sum of gradients, so the delivered sum converges to the true one (its
+// average error shrinks like 1/k). Without error feedback top-k loses the small
+// entries for good.
+TEST(CompressedAllreduce, ErrorFeedbackConverges) {
+  const int ranks = 2, steps = 60;
+  const size_t n = 600;
+  for (auto kind : {CompressKind::TopK, CompressKind::Int8}) {
+    double errWithEf = 0;
+    for (bool ef : {true, false}) {
+      CompressionSpec s = spec(kind, true, 64, 0.05);
+      std::vector<std::vector<float>> residual(ranks, std::vector<float>(n, 0));
+      std::vector<double> delivered(n, 0), truth(n, 0);
+      double err10 = 0;
+      for (int t = 0; t < steps; ++t) {
+        std::vector<std::vector<float>> bufs(ranks);
+        for (int r = 0; r < ranks; ++r) {
+          // A fixed per-element mean plus noise: small entries matter in the long run.
+          auto g = randomVec(n, 1000 * t + r, 0.1f);
+          for (size_t i = 0; i < n; ++i) g[i] += 0.01f * static_cast<float>(i % 7);
+          for (size_t i = 0; i < n; ++i) truth[i] += g[i];
+          bufs[r] = g;
+          if (ef && kind != CompressKind::TopK)
+            for (size_t i = 0; i < n; ++i) bufs[r][i] += residual[r][i];
+        }
+        s.errorFeedback = ef;
+        runCompressed(ranks, s, bufs, {n}, ef ? &residual : nullptr, 7 + t);
+        for (size_t i = 0; i < n; ++i) delivered[i] += bufs[0][i];
+        if (t == 9) {
+          for (size_t i = 0; i < n; ++i) err10 = std::max(err10, std::fabs(delivered[i] - truth[i]));
+        }
+      }
+      double errK = 0, owed = 0;
+      for (size_t i = 0; i < n; ++i) {
+        double res = 0;
+        for (int r = 0; r < ranks; ++r) res += residual[r][i];
+        errK = std::max(errK, std::fabs(delivered[i] - truth[i]));
+        if (ef) owed = std::max(owed, std::fabs(delivered[i] + res - truth[i]));
+      }
+      SCOPED_TRACE(::testing::Message() << "kind " << int(kind) << " ef " << ef << " err10 " << err10
+                                        << " err" << steps << " " << errK);
+      if (ef) {
+        EXPECT_LT(owed, 1e-3);              // delivered + owed == truth (float rounding only)
+        EXPECT_LT(errK, 1.5 * err10 + 1e-3);  // bounded: does not grow with k
+        errWithEf = errK;
+      } else {
+        // Without feedback the error keeps growing: linearly for top-k (small entries are
+        // never sent), like a random walk for unbiased stochastic int8.
+        EXPECT_GT(errK, (kind == CompressKind::TopK ? 2.5 : 1.5) * err10);
+        EXPECT_GT(errK, 3 * errWithEf);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace coll::engine

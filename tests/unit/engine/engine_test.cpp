@@ -1,0 +1,237 @@
+// The engine end to end over simulated ranks (FakeWorld): different submission orders,
+// fusion vs reference, cache reuse, mismatches, duplicates, stalls, join.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "core/error.hpp"
+#include "engine_harness.hpp"
+
+namespace coll::engine {
+namespace {
+
+using testing::arEntry;
+using testing::FakeWorld;
+using testing::HandlePtr;
+using testing::runRanks;
+using testing::submit;
+using testing::testParams;
+using collective::hvd::Error;
+
+// Integer-valued inputs make float sums exact, so results must equal the reference
+// bit for bit whatever the fusion did.
+float valueOf(int rank, int tensor, int64_t i) { return static_cast<float>((rank + 1) * 1000 + tensor * 7 + i % 13); }
+
+TEST(Engine, DifferentOrdersFuseAndMatchReferenceAndHitCacheOnRepeat) {
+  const int ranks = 3, tensors = 40, steps = 3;
+  auto world = FakeWorld::create(ranks);
+  std::vector<int64_t> sizes;
+  for (int t = 0; t < tensors; ++t) sizes.push_back(1 + (t * 37) % 300 + (t % 10 == 0 ? 5000 : 0));
+  std::vector<collective::hvd::Stats> stats(ranks);
+  runRanks(ranks, [&](int r) {
+    EngineParams p = testParams();
+    p.fusion.directBytes = 16 << 10;  // the 5000-element tensors run in place
+    p.fusionChunkBytes = 3000;         // fused groups go out in several pieces
+    Engine eng(world->member(r), p, nullptr, 0);
+    std::vector<std::vector<float>> in(tensors), out(tensors);
+    for (int t = 0; t < tensors; ++t) {
+      in[t].resize(sizes[t]);
+      out[t].assign(sizes[t], -1);
+      for (int64_t i = 0; i < sizes[t]; ++i) in[t][i] = valueOf(r, t, i);
+    }
+    std::mt19937 rng(r + 1);
+    for (int s = 0; s < steps; ++s) {
+      std::vector<int> order(tensors);
+      for (int t = 0; t < tensors; ++t) order[t] = t;
+      std::shuffle(order.begin(), order.end(), rng);
+      std::vector<HandlePtr> hs;
+      for (int t : order)
+        hs.push_back(submit(eng, arEntry("grad." + std::to_string(t), in[t].data(), out[t].data(), sizes[t])));
+      for (auto& h : hs) h->wait();
+      for (int t = 0; t < tensors; ++t)
+        for (int64_t i = 0; i < sizes[t]; ++i) {
+          float expect = 0;
+          for (int k = 0; k < ranks; ++k) expect += valueOf(k, t, i);
+          ASSERT_EQ(out[t][i], expect) << "rank " << r << " tensor " << t << " i " << i;
+        }
+    }
+    stats[r] = eng.stats();
+  });
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_EQ(stats[r].negotiated, static_cast<uint64_t>(tensors)) << r;  // first step only
+    EXPECT_EQ(stats[r].cache_hits, static_cast<uint64_t>(tensors * (steps - 1))) << r;
+    EXPECT_LT(stats[r].collectives, static_cast<uint64_t>(tensors * steps)) << r;  // fused
+    EXPECT_GT(stats[r].fused_tensors, 0u);
+    EXPECT_EQ(stats[r].collectives, stats[0].collectives);
+  }
+}
+
+TEST(Engine, MismatchedShapeFailsOnEveryRankNamingTensorAndRanks) {
+  const int ranks = 3;
+  auto world = FakeWorld::create(ranks);
+  runRanks(ranks, [&](int r) {
+    Engine eng(world->member(r), testParams(), nullptr, 0);
+    std::vector<float> a(8, 1), out(8);
+    // Step 1 caches "w" with 4 elements; step 2 rank 2 changes it (cache path mismatch);
+    // "fresh" never cached: rank 1 disagrees from the start.
+    for (int step = 0; step < 2; ++step) {
+      int64_t n = (step == 1 && r == 2) ? 5 : 4;
+      auto h = submit(eng, arEntry("w", a.data(), out.data(), n));
+      if (step == 0) {
+        h->wait();
+        continue;
+      }
+      try {
+        h->wait();
+        ADD_FAILURE() << "rank " << r << ": mismatch not reported";
+      } catch (const Error& e) {
+        std::string m = e.what();
+        EXPECT_EQ(e.code(), collInvalidUsage);
+        EXPECT_NE(m.find("'w'"), std::string::npos) << m;
+        EXPECT_NE(m.find("ranks 0,1 submitted [4]"), std::string::npos) << m;
+        EXPECT_NE(m.find("rank 2 submitted [5]"), std::string::npos) << m;
+      }
+    }
+    auto h = submit(eng, arEntry("fresh", a.data(), out.data(), 4, r == 1 ? collMax : collSum));
+    EXPECT_THROW(h->wait(), Error);
+    // The engine keeps working afterwards.
+    submit(eng, arEntry("after", a.data(), out.data(), 8))->wait();
+    EXPECT_EQ(out[7], 3.0f);
+  });
+}
+
+TEST(Engine, DuplicateNameInFlightIsRejected) {
+  const int ranks = 2;
+  auto world = FakeWorld::create(ranks);
+  std::atomic<bool> rank0Checked{false};
+  runRanks(ranks, [&](int r) {
+    Engine eng(world->member(r), testParams(), nullptr, 0);
+    std::vector<float> a(4, 1), out(4);
+    if (r == 0) {
+      auto h = submit(eng, arEntry("x", a.data(), out.data(), 4));
+      try {
+        eng.submit(arEntry("x", a.data(), out.data(), 4));
+        ADD_FAILURE() << "duplicate accepted";
+      } catch (const coll::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("'x' is already in flight on rank 0"), std::string::npos) << e.what();
+      }
+      rank0Checked = true;
+      h->wait();
+      submit(eng, arEntry("x", a.data(), out.data(), 4))->wait();  // reusable once done
+    } else {
+      while (!rank0Checked) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      submit(eng, arEntry("x", a.data(), out.data(), 4))->wait();
+      submit(eng, arEntry("x", a.data(), out.data(), 4))->wait();
+    }
+    EXPECT_EQ(out[0], 2.0f);
+  });
+}
+
+TEST(Engine, StallWarningNamesTensorAndMissingRank) {
+  const int ranks = 3;
+  auto world = FakeWorld::create(ranks);
+  std::vector<std::string> reports;
+  runRanks(ranks, [&](int r) {
+    EngineParams p = testParams();
+    p.stall.warnSeconds = 0.3;
+    Engine eng(world->member(r), p, nullptr, 0);
+    std::vector<float> a(4, 1), out(4);
+    // Cache "s" first so that the stalled request starts on the cache path.
+    submit(eng, arEntry("s", a.data(), out.data(), 4))->wait();
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    submit(eng, arEntry("s", a.data(), out.data(), 4))->wait();
+    EXPECT_EQ(out[0], 3.0f);
+    if (r == 0) reports = eng.stallReports();
+  });
+  ASSERT_FALSE(reports.empty());
+  EXPECT_NE(reports[0].find("'s'"), std::string::npos) << reports[0];
+  EXPECT_NE(reports[0].find("missing rank(s) 1"), std::string::npos) << reports[0];
+  EXPECT_NE(reports[0].find("submitted by rank(s) 0,2"), std::string::npos) << reports[0];
+}
+
+TEST(Engine, StallShutdownFailsPendingOnEveryRank) {
+  const int ranks = 2;
+  auto world = FakeWorld::create(ranks);
+  runRanks(ranks, [&](int r) {
+    EngineParams p = testParams();
+    p.stall.warnSeconds = 0.2;
+    p.stall.shutdownSeconds = 0.5;
+    Engine eng(world->member(r), p, nullptr, 0);
+    std::vector<float> a(4, 1), out(4);
+    HandlePtr h = submit(eng, arEntry(r == 0 ? "only0" : "only1", a.data(), out.data(), 4));
+    try {
+      h->wait();
+      ADD_FAILURE() << "stalled tensor completed";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), collTimeout) << e.what();
+      EXPECT_NE(std::string(e.what()).find("stalled tensor"), std::string::npos) << e.what();
+    }
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (eng.running() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_FALSE(eng.running());
+    EXPECT_THROW(eng.submit(arEntry("later", a.data(), out.data(), 4)), coll::Error);
+  });
+}
+
+TEST(Engine, JoinedRankContributesZeros) {
+  const int ranks = 3;
+  auto world = FakeWorld::create(ranks);
+  runRanks(ranks, [&](int r) {
+    Engine eng(world->member(r), testParams(), nullptr, 0);
+    std::vector<float> a(6, static_cast<float>(r + 1)), out(6);
+    // Cache "g" while everyone is active, then rank 2 joins and the others go on.
+    submit(eng, arEntry("g", a.data(), out.data(), 6))->wait();
+    EXPECT_EQ(out[0], 6.0f);
+    auto join = [&] {
+      auto e = std::make_unique<Entry>();
+      e->meta.name = "__join";
+      e->meta.op = OpType::Join;
+      e->handle = std::make_shared<collective::hvd::detail::HandleState>(1, 30.0);
+      HandlePtr h = e->handle;
+      eng.submit(std::move(e));
+      h->wait();
+      return h->value;
+    };
+    if (r == 2) {
+      EXPECT_EQ(join(), 1);
+      return;
+    }
+    for (int step = 0; step < 2; ++step) {
+      submit(eng, arEntry("g", a.data(), out.data(), 6))->wait();  // cached
+      EXPECT_EQ(out[5], 3.0f) << "step " << step;
+      submit(eng, arEntry("new" + std::to_string(step), a.data(), out.data(), 6, collAvg))->wait();
+      EXPECT_EQ(out[5], 1.0f);  // (1 + 2 + 0) / 3
+    }
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));  // joins last
+    EXPECT_EQ(join(), 1);
+  });
+}
+
+TEST(Engine, GroupedMembersCompleteTogether) {
+  const int ranks = 2;
+  auto world = FakeWorld::create(ranks);
+  runRanks(ranks, [&](int r) {
+    Engine eng(world->member(r), testParams(), nullptr, 0);
+    std::vector<float> a(10, 2), b(3, 5), oa(10), ob(3);
+    auto h = std::make_shared<collective::hvd::detail::HandleState>(2, 30.0);
+    std::vector<EntryPtr> es;
+    es.push_back(arEntry("grp.0", a.data(), oa.data(), 10, collSum, h));
+    es.push_back(arEntry("grp.1", b.data(), ob.data(), 3, collSum, h));
+    for (auto& e : es) {
+      e->meta.group = "grp";
+      e->meta.groupSize = 2;
+    }
+    if (r == 1) std::reverse(es.begin(), es.end());
+    eng.submitAll(std::move(es));
+    h->wait();
+    EXPECT_EQ(oa[9], 4.0f);
+    EXPECT_EQ(ob[2], 10.0f);
+  });
+}
+
+}  // namespace
+}  // namespace coll::engine

@@ -1,0 +1,45 @@
+// An in-process stand-in for a communicator: N ranks as threads exchange pointers through
+// shared memory. Reductions combine in rank order with the library's own kernels, so
+// results are deterministic. Lets the engine be tested without any transport.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/collectives.hpp"
+
+namespace coll::engine::testing {
+
+class FakeWorld : public std::enable_shared_from_this<FakeWorld> {
+ public:
+  static std::shared_ptr<FakeWorld> create(int n, double timeoutSeconds = 30);
+  std::unique_ptr<Collectives> member(int rank);
+  int size() const { return n_; }
+
+  // Publishes `mine` for this rank and returns every rank's pointer once all posted.
+  // The caller must call done() after it finished reading the others' data.
+  std::vector<const void*> exchange(int rank, const void* mine);
+  void done();
+  // Split support: rank-indexed slots for handing out the new worlds.
+  std::vector<std::shared_ptr<FakeWorld>>& splitSlots() { return split_; }
+
+ private:
+  FakeWorld(int n, double timeout) : n_(n), timeout_(timeout), posts_(n), split_(n) {}
+  void barrier();
+  int n_;
+  double timeout_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  std::vector<const void*> posts_;
+  std::vector<std::shared_ptr<FakeWorld>> split_;
+};
+
+// Ranks as threads: runs fn(rank) on n threads and rethrows the first failure.
+void runRanks(int n, const std::function<void(int)>& fn);
+
+}  // namespace coll::engine::testing

@@ -1,0 +1,336 @@
+// The public hvd API over real communicators: ranks as threads, each with its own
+// communicator from one shared unique id (collGetUniqueId + collCommInitRank).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "collective/hvd.hpp"
+#include "json_check.hpp"
+
+namespace {
+
+namespace hvd = collective::hvd;
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+void onRanks(int n, const std::function<void(int)>& fn) {
+  std::vector<std::thread> ts;
+  std::vector<std::string> errors(n);
+  for (int r = 0; r < n; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// n communicators of one job; fn(rank, comm).
+void withComms(int n, const std::function<void(int, collComm_t)>& fn) {
+  collUniqueId id;
+  ASSERT_EQ(collGetUniqueId(&id), collSuccess) << collGetLastError(nullptr);
+  std::vector<collComm_t> comms(n, nullptr);
+  onRanks(n, [&](int r) {
+    if (collCommInitRank(&comms[r], n, id, r) != collSuccess)
+      throw std::runtime_error(collGetLastError(nullptr));
+  });
+  for (auto c : comms) ASSERT_NE(c, nullptr);
+  onRanks(n, [&](int r) { fn(r, comms[r]); });
+  onRanks(n, [&](int r) { collCommDestroy(comms[r]); });
+}
+
+hvd::Tensor view(std::vector<float>& v) { return {v.data(), collFloat32, {static_cast<int64_t>(v.size())}}; }
+
+// Fused, reordered execution gives exactly what one unfused collAllReduce per tensor gives.
+// With 3+ ranks a ring sums an element in an order that depends on its position in the
+// buffer, so float results of fused and unfused runs may differ in the last bit; there
+// the inputs are integer-valued (exact sums) to keep the check bitwise.
+TEST(Hvd, ReorderedAsyncAllreduceEqualsUnfusedReference) {
+  for (int n : {2, 3}) {
+    withComms(n, [&](int r, collComm_t comm) {
+      const int tensors = 60;
+      std::mt19937 rng(100 + r);
+      std::uniform_real_distribution<float> u(-1, 1);
+      std::vector<std::vector<float>> in(tensors), out(tensors), ref(tensors);
+      for (int t = 0; t < tensors; ++t) {
+        in[t].resize(1 + (t * 131) % 2000 + (t % 15 == 0 ? 300000 : 0));
+        for (auto& x : in[t]) x = n == 2 ? u(rng) : std::round(u(rng) * 1000);
+        out[t].assign(in[t].size(), 0);
+      }
+      {
+        auto ctx = hvd::Context::from_comm(comm);
+        EXPECT_EQ(ctx->size(), n);
+        EXPECT_EQ(ctx->rank(), r);
+        std::vector<int> order(tensors);
+        for (int t = 0; t < tensors; ++t) order[t] = t;
+        for (int step = 0; step < 2; ++step) {
+          std::shuffle(order.begin(), order.end(), rng);
+          std::vector<hvd::Handle> hs;
+          for (int t : order)
+            hs.push_back(ctx->allreduce_async(view(in[t]), view(out[t]), "g" + std::to_string(t),
+                                              {.op = hvd::ReduceOp::Sum}));
+          for (auto& h : hs) hvd::synchronize(h);
+        }
+        auto st = ctx->stats();
+        EXPECT_EQ(st.negotiated, static_cast<uint64_t>(tensors));
+        EXPECT_EQ(st.cache_hits, static_cast<uint64_t>(tensors));
+        EXPECT_LT(st.collectives, static_cast<uint64_t>(tensors));
+      }
+      // Unfused reference on the same communicator, once the engine let go of it.
+      for (int t = 0; t < tensors; ++t) {
+        ref[t].resize(in[t].size());
+        ASSERT_EQ(collAllReduce(in[t].data(), ref[t].data(), in[t].size(), collFloat32, collSum, comm, nullptr),
+                  collSuccess);
+        ASSERT_EQ(out[t], ref[t]) << "ranks " << n << " tensor " << t;
+      }
+    });
+  }
+}
+
+TEST(Hvd, AverageScalingAndGroupedAllreduce) {
+  withComms(2, [&](int r, collComm_t comm) {
+    auto ctx = hvd::Context::from_comm(comm);
+    std::vector<float> a(100, static_cast<float>(r + 1)), b(7, 3.0f * (r + 1)), oa(100), ob(7);
+    ctx->allreduce_async(view(a), view(oa), "avg",
+                         {.op = hvd::ReduceOp::Average, .prescale_factor = 2.0, .postscale_factor = 0.5})
+        .wait();
+    EXPECT_EQ(oa[0], 1.5f);  // ((2*1 + 2*2) / 2) * 0.5
+    ctx->grouped_allreduce_async({view(a), view(b)}, {view(oa), view(ob)}, "grp", {.op = hvd::ReduceOp::Max})
+        .wait();
+    EXPECT_EQ(oa[99], 2.0f);
+    EXPECT_EQ(ob[6], 6.0f);
+  });
+}
+
+TEST(Hvd, MismatchAndDuplicateErrors) {
+  std::atomic<bool> dupChecked{false};
+  withComms(2, [&](int r, collComm_t comm) {
+    auto ctx = hvd::Context::from_comm(comm);
+    std::vector<float> a(8, 1), o(8);
+    hvd::Tensor t{a.data(), collFloat32, {r == 0 ? 8 : 4}};
+    try {
+      ctx->allreduce_async(t, t, "bad").wait();
+      ADD_FAILURE() << "mismatch not reported";
+    } catch (const hvd::Error& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("'bad'"), std::string::npos) << m;
+      EXPECT_NE(m.find("rank 0 submitted [8]"), std::string::npos) << m;
+      EXPECT_NE(m.find("rank 1 submitted [4]"), std::string::npos) << m;
+    }
+    if (r == 0) {
+      auto h = ctx->allreduce_async(view(a), view(o), "dup");
+      EXPECT_THROW(ctx->allreduce_async(view(a), view(o), "dup"), hvd::Error);
+      dupChecked = true;
+      h.wait();
+    } else {
+      while (!dupChecked) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ctx->allreduce_async(view(a), view(o), "dup").wait();
+    }
+    EXPECT_EQ(o[0], 1.0f);  // Average of 1 and 1
+  });
+}
+
+TEST(Hvd, AllgatherBroadcastAlltoallReducescatter) {
+  const int n = 3;
+  withComms(n, [&](int r, collComm_t comm) {
+    auto ctx = hvd::Context::from_comm(comm);
+    std::vector<int32_t> g(2 * (r + 1), r);
+    auto out = ctx->allgather_async({g.data(), collInt32, {r + 1, 2}}, "ag");
+    out.wait();
+    ASSERT_EQ(out.output().tensor.shape, (std::vector<int64_t>{6, 2}));
+    const auto* go = static_cast<const int32_t*>(out.output().tensor.data);
+    EXPECT_EQ(go[0], 0);
+    EXPECT_EQ(go[2], 1);
+    EXPECT_EQ(go[11], 2);
+
+    std::vector<double> b(5, r == 2 ? 3.25 : 0.0);
+    ctx->broadcast_async({b.data(), collFloat64, {5}}, {b.data(), collFloat64, {5}}, 2, "bc").wait();
+    EXPECT_EQ(b[4], 3.25);
+
+    std::vector<int32_t> s = {r, r, r};  // one row to each rank
+    auto a2a = ctx->alltoall_async({s.data(), collInt32, {3}}, {}, "a2a");
+    a2a.wait();
+    const auto* ao = static_cast<const int32_t*>(a2a.output().tensor.data);
+    EXPECT_EQ(ao[0], 0);
+    EXPECT_EQ(ao[2], 2);
+    EXPECT_EQ(a2a.output().received_splits, (std::vector<int64_t>{1, 1, 1}));
+    // Uneven: (d + r) % 3 rows of value 10 r + d go to rank d (some parts empty).
+    std::vector<int64_t> splits;
+    std::vector<int32_t> rows;
+    for (int d = 0; d < n; ++d) {
+      splits.push_back((d + r) % 3);
+      for (int j = 0; j < splits.back(); ++j) rows.insert(rows.end(), {10 * r + d, 10 * r + d});
+    }
+    auto uneven = ctx->alltoall_async({rows.data(), collInt32, {static_cast<int64_t>(rows.size() / 2), 2}}, splits, "a2av");
+    uneven.wait();
+    std::vector<int32_t> expect;
+    std::vector<int64_t> expectSplits;
+    for (int src = 0; src < n; ++src) {
+      expectSplits.push_back((r + src) % 3);
+      for (int j = 0; j < expectSplits.back(); ++j) expect.insert(expect.end(), {10 * src + r, 10 * src + r});
+    }
+    EXPECT_EQ(uneven.output().received_splits, expectSplits);
+    const auto* uo = static_cast<const int32_t*>(uneven.output().tensor.data);
+    EXPECT_EQ(std::vector<int32_t>(uo, uo + expect.size()), expect);
+
+    std::vector<float> rs(4, static_cast<float>(r));  // 4 rows over 3 ranks: 2, 1, 1
+    auto h = ctx->reducescatter_async({rs.data(), collFloat32, {4}}, "rs", {.op = hvd::ReduceOp::Sum});
+    h.wait();
+    EXPECT_EQ(h.output().tensor.shape[0], r == 0 ? 2 : 1);
+    EXPECT_EQ(static_cast<const float*>(h.output().tensor.data)[0], 3.0f);
+    ctx->barrier();
+  });
+}
+
+TEST(Hvd, ProcessSetsJoinAndLayout) {
+  const int n = 4;
+  withComms(n, [&](int r, collComm_t comm) {
+    auto ctx = hvd::Context::from_comm(comm);
+    EXPECT_EQ(ctx->local_size(), n);  // one host
+    EXPECT_EQ(ctx->local_rank(), r);
+    EXPECT_EQ(ctx->cross_size(), 1);
+    EXPECT_EQ(ctx->cross_rank(), 0);
+    auto even = ctx->add_process_set({2, 0});
+    EXPECT_EQ(ctx->process_set_ranks(even), (std::vector<int>{0, 2}));
+    std::vector<float> a(10, static_cast<float>(r)), o(10);
+    if (r % 2 == 0) {
+      EXPECT_EQ(ctx->process_set_rank(even), r / 2);
+      ctx->allreduce_async(view(a), view(o), "ps", {.op = hvd::ReduceOp::Sum, .process_set = even}).wait();
+      EXPECT_EQ(o[0], 2.0f);
+    } else {
+      EXPECT_FALSE(ctx->process_set_included(even));
+      EXPECT_THROW(ctx->allreduce_async(view(a), view(o), "ps", {.process_set = even}), hvd::Error);
+    }
+    // The same name in the global set does not collide with the process set's.
+    ctx->allreduce_async(view(a), view(o), "ps", {.op = hvd::ReduceOp::Sum}).wait();
+    EXPECT_EQ(o[0], 6.0f);
+    ctx->remove_process_set(even);
+    // Rank 3 runs out of data first.
+    if (r != 3) ctx->allreduce_async(view(a), view(o), "tail", {.op = hvd::ReduceOp::Sum}).wait();
+    if (r != 3) {
+      EXPECT_EQ(o[0], 3.0f);  // 0 + 1 + 2 + zeros
+    }
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));  // joins last
+    EXPECT_EQ(ctx->join(), 1);
+  });
+}
+
+// init(ranks): a subset of the job becomes the global process set; the others stay out.
+TEST(Hvd, ContextFromRankSubset) {
+  withComms(3, [&](int r, collComm_t comm) {
+    auto ctx = hvd::Context::from_ranks(comm, {0, 2});
+    if (r == 1) {
+      EXPECT_EQ(ctx, nullptr);
+      return;
+    }
+    ASSERT_NE(ctx, nullptr);
+    EXPECT_EQ(ctx->size(), 2);
+    EXPECT_EQ(ctx->rank(), r / 2);
+    std::vector<float> a(3, static_cast<float>(r)), o(3);
+    ctx->allreduce_async(view(a), view(o), "sub", {.op = hvd::ReduceOp::Sum}).wait();
+    EXPECT_EQ(o[2], 2.0f);
+  });
+}
+
+// The Horovod-style free functions on the process-wide default context.
+TEST(Hvd, DefaultContextFreeFunctions) {
+  withComms(1, [&](int, collComm_t comm) {
+    EXPECT_FALSE(hvd::is_initialized());
+    EXPECT_THROW(hvd::size(), hvd::Error);
+    hvd::init(comm);
+    EXPECT_TRUE(hvd::is_initialized());
+    EXPECT_THROW(hvd::init(comm), hvd::Error);  // twice
+    EXPECT_EQ(hvd::size(), 1);
+    EXPECT_EQ(hvd::rank(), 0);
+    EXPECT_EQ(hvd::local_size(), 1);
+    std::vector<float> a = {1, 2, 3}, o(3);
+    auto h = hvd::allreduce_async(view(a), view(o), "x", {.op = hvd::ReduceOp::Sum, .postscale_factor = 2.0});
+    hvd::synchronize(h);
+    EXPECT_TRUE(hvd::poll(h));
+    EXPECT_EQ(o[2], 6.0f);
+    auto g = hvd::allgather({a.data(), collFloat32, {3}}, "g");
+    EXPECT_EQ(g.tensor.shape, (std::vector<int64_t>{3}));
+    EXPECT_EQ(static_cast<const float*>(g.tensor.data)[1], 2.0f);
+    hvd::barrier();
+    EXPECT_EQ(hvd::join(), 0);
+    hvd::shutdown();
+    EXPECT_FALSE(hvd::is_initialized());
+    EXPECT_THROW(hvd::Handle().poll(), hvd::Error);
+  });
+}
+
+TEST(Hvd, StallWarningWithShortLimit) {
+  ScopedEnv e("COLL_STALL_CHECK_SECONDS", "0.3");
+  withComms(2, [&](int r, collComm_t comm) {
+    auto ctx = hvd::Context::from_comm(comm);
+    std::vector<float> a(4, 1), o(4);
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    ctx->allreduce_async(view(a), view(o), "late").wait();
+    if (r == 0) {
+      EXPECT_GE(ctx->stats().stall_warnings, 1u);
+    }
+  });
+}
+
+TEST(Hvd, CompressionAndTimeline) {
+  std::string pattern = "/tmp/coll_hvd_tl_" + std::to_string(getpid()) + "_%r.json";
+  {
+    ScopedEnv e("COLL_TIMELINE", pattern.c_str());
+    withComms(2, [&](int r, collComm_t comm) {
+      auto ctx = hvd::Context::from_comm(comm);
+      const int n = 5000;
+      std::vector<float> in(n), o1(n), o2(n), o3(n);
+      for (int i = 0; i < n; ++i) in[i] = std::cos(0.003f * i) + 0.5f * r;
+      std::vector<hvd::Handle> hs;
+      hs.push_back(ctx->allreduce_async(view(in), view(o1), "fp16", {.compression = hvd::Compression::fp16()}));
+      hs.push_back(ctx->allreduce_async(view(in), view(o2), "int8", {.compression = hvd::Compression::int8(64)}));
+      hs.push_back(ctx->allreduce_async(view(in), view(o3), "topk", {.compression = hvd::Compression::topk(0.05)}));
+      for (auto& h : hs) h.wait();
+      int nonzero = 0;
+      for (int i = 0; i < n; ++i) {
+        float expect = std::cos(0.003f * i) + 0.25f;
+        ASSERT_NEAR(o1[i], expect, 2e-3) << i;
+        ASSERT_NEAR(o2[i], expect, 0.02) << i;
+        nonzero += o3[i] != 0.0f;
+      }
+      EXPECT_GE(nonzero, 250);      // each rank's top 5%: 250 entries (union may be larger)
+      EXPECT_LE(nonzero, 2 * 250);
+      EXPECT_THROW(ctx->allreduce_async({in.data(), collFloat32, {n}}, {o1.data(), collFloat32, {n}}, "x",
+                                        {.op = hvd::ReduceOp::Max, .compression = hvd::Compression::int8()}),
+                   hvd::Error);
+    });
+  }
+  for (int r = 0; r < 2; ++r) {
+    std::string path = pattern;
+    path.replace(path.find("%r"), 2, std::to_string(r));
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::string text = ss.str();
+    EXPECT_TRUE(coll::engine::testing::JsonChecker(text).valid()) << path;
+    EXPECT_NE(text.find("\"int8\""), std::string::npos) << path;
+    EXPECT_NE(text.find("compress+collective"), std::string::npos) << path;
+    unlink(path.c_str());
+  }
+}
+
+}  // namespace

@@ -1,0 +1,78 @@
+// Timeline: valid Chrome-trace JSON with the expected phases, and the stall reporter.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "engine/stall.hpp"
+#include "engine/timeline.hpp"
+#include "json_check.hpp"
+
+namespace coll::engine {
+namespace {
+
+std::string readFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(Timeline, WritesValidChromeTraceJson) {
+  std::string path = "/tmp/coll_engine_timeline_" + std::to_string(getpid()) + ".json";
+  {
+    Timeline t(path, 3);
+    auto t0 = Timeline::Clock::now();
+    for (const char* phase : {"queue", "negotiate", "copy-in", "collective", "copy-out"})
+      t.span("layer1.weight", phase, "allreduce", t0, t0 + std::chrono::microseconds(5));
+    t.span("odd \"name\"\\with\ncontrol", "collective", "allgather", t0, t0);
+    t.marker("cycle", t0);
+  }
+  std::string text = readFile(path);
+  testing::JsonChecker j(text);
+  EXPECT_TRUE(j.valid()) << text;
+  // 2 header metadata + 2 track names + 6 spans + 1 marker (each with nested "args" for metadata).
+  EXPECT_NE(text.find(R"("name":"copy-in")"), std::string::npos);
+  EXPECT_NE(text.find(R"("ph":"X")"), std::string::npos);
+  EXPECT_NE(text.find(R"("pid":3)"), std::string::npos);
+  EXPECT_NE(text.find(R"(odd \"name\"\\with\u000acontrol)"), std::string::npos) << text;
+  unlink(path.c_str());
+}
+
+TEST(Timeline, PathPerRank) {
+  EXPECT_EQ(Timeline::pathForRank("t.json", 0), "t.json");
+  EXPECT_EQ(Timeline::pathForRank("t.json", 1), "");
+  EXPECT_EQ(Timeline::pathForRank("t%r.json", 1), "t1.json");
+  EXPECT_EQ(Timeline::pathForRank("", 0), "");
+}
+
+TEST(JsonChecker, RejectsBrokenJson) {
+  for (const char* bad : {"[", "[1,]", "{\"a\" 1}", "[\"x]", "{\"a\":1,}", "[01x]", "[\"\x01\"]"}) {
+    std::string s(bad);
+    EXPECT_FALSE(testing::JsonChecker(s).valid()) << bad;
+  }
+  std::string good = R"([{"a":[1,-2.5e3,true,null,"\u00e9"]}])";
+  EXPECT_TRUE(testing::JsonChecker(good).valid());
+}
+
+TEST(Stall, ReportsNameAndMissingRanksOncePerPeriod) {
+  Negotiator n(3);
+  RequestMeta m;
+  m.name = "conv1.weight";
+  n.addRound({{m}, {}, {m}}, 0.0);
+  StallInspector s({/*warnSeconds=*/2.0, /*shutdownSeconds=*/5.0});
+  EXPECT_TRUE(s.check(n, 1.0).empty());
+  auto r = s.check(n, 2.5);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_NE(r[0].find("'conv1.weight'"), std::string::npos) << r[0];
+  EXPECT_NE(r[0].find("missing rank(s) 1"), std::string::npos) << r[0];
+  EXPECT_NE(r[0].find("submitted by rank(s) 0,2"), std::string::npos) << r[0];
+  EXPECT_TRUE(s.check(n, 3.0).empty());  // rate limited
+  EXPECT_EQ(s.check(n, 4.6).size(), 1u);
+  EXPECT_EQ(s.shutdownReason(n, 4.0), "");
+  EXPECT_NE(s.shutdownReason(n, 5.5).find("conv1.weight"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace coll::engine

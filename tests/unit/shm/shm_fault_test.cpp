@@ -1,0 +1,180 @@
+// The shm link facing a broken or hostile peer: size mismatches, garbage in the segment
+// header, the ring and the counters, and a peer that closes early. Each must end in a
+// collRemoteError that says what happened, never a crash or a hang.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "shm_test_util.hpp"
+#include "transport/shm/shm_link.hpp"
+
+namespace coll::shmtest {
+namespace {
+
+using shm::ShmLink;
+
+struct Pair {
+  Config cfg;
+  std::string tag = uniqueTag();
+  LinkTable links;
+  Link* a;  // rank 0 -> 1
+  Link* b;  // rank 1 -> 0
+  explicit Pair(Config c) : cfg(std::move(c)) {
+    links = connectAll(2, cfg, tag);
+    a = links[0][1].get();
+    b = links[1][0].get();
+  }
+  ShmLink* shmA() { return dynamic_cast<ShmLink*>(a); }
+};
+
+void expectRemoteError(const Error& e, const std::string& needle) {
+  EXPECT_EQ(e.code(), collRemoteError) << e.what();
+  EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+      << "message '" << e.what() << "' lacks '" << needle << "'";
+}
+
+TEST(ShmFault, SizeMismatchNamesBothSizes) {
+  Pair p(Config::fromEnv());
+  std::vector<uint8_t> out(100, 1), in(99);
+  Xfer s{out.data(), 100}, r{in.data(), 99};
+  p.a->postSend(&s);
+  p.b->postRecv(&r);
+  Error e = driveUntilError(p.b, {&r});
+  expectRemoteError(e, "rank 0 sent 100 bytes but rank 1 posted a receive of 99 bytes");
+  // The error is sticky, and the sender learns about it instead of waiting forever.
+  EXPECT_THROW(p.b->progress(), Error);
+  std::vector<uint8_t> back(8);
+  Xfer r2{back.data(), 8};
+  p.a->postRecv(&r2);
+  expectRemoteError(driveUntilError(p.a, {&r2}), "peer rank 1 failed");
+}
+
+TEST(ShmFault, SizeMismatchOnSingleCopyPath) {
+  Pair p(Config::fromEnv());
+  std::vector<uint8_t> out(1 << 20), in((1 << 20) + 64);
+  Xfer s{out.data(), out.size()}, r{in.data(), in.size()};
+  p.a->postSend(&s);
+  p.b->postRecv(&r);
+  expectRemoteError(driveUntilError(p.b, {&r}), "sent 1048576 bytes but rank 1 posted a receive of 1048640");
+}
+
+TEST(ShmFault, GarbageRecordInRing) {
+  Pair p(Config::fromEnv());
+  const shm::Segment& seg = p.shmA()->segment();
+  int ch = p.shmA()->side();  // the channel rank 0 writes
+  std::memset(seg.ring(ch), 0xAB, 256);
+  std::atomic_ref<uint64_t>(seg.chan(ch)->head).store(256, std::memory_order_release);
+  std::vector<uint8_t> in(8);
+  Xfer r{in.data(), 8};
+  p.b->postRecv(&r);
+  expectRemoteError(driveUntilError(p.b, {&r}), "corrupt record in the shm ring");
+}
+
+TEST(ShmFault, GarbageHeadCounter) {
+  Pair p(Config::fromEnv());
+  const shm::Segment& seg = p.shmA()->segment();
+  int ch = p.shmA()->side();
+  std::atomic_ref<uint64_t>(seg.chan(ch)->head).store(~uint64_t{0} - 5, std::memory_order_release);
+  std::vector<uint8_t> in(8);
+  Xfer r{in.data(), 8};
+  p.b->postRecv(&r);
+  expectRemoteError(driveUntilError(p.b, {&r}), "corrupt ring head");
+}
+
+TEST(ShmFault, GarbageTailCounter) {
+  Config cfg = Config::fromEnv();
+  cfg.set("COLL_SHM_CMA", "0");  // so a large send must wait for ring space
+  Pair p(cfg);
+  const shm::Segment& seg = p.shmA()->segment();
+  int ch = p.shmA()->side();
+  // A tail beyond anything the sender published.
+  std::atomic_ref<uint64_t>(seg.chan(ch)->tail).store(1 << 30, std::memory_order_release);
+  std::vector<uint8_t> out(3 << 20, 7);
+  Xfer s{out.data(), out.size()};
+  Error e(collSuccess, "no error");
+  try {
+    p.a->postSend(&s);  // writes what fits, then needs the tail
+    drive({p.a}, {&s}, 5);
+  } catch (const Error& x) {
+    e = x;
+  }
+  expectRemoteError(e, "corrupt ring tail");
+}
+
+TEST(ShmFault, GarbageAckCounter) {
+  Pair p(Config::fromEnv());
+  const shm::Segment& seg = p.shmA()->segment();
+  int ch = p.shmA()->side();
+  std::vector<uint8_t> out(3 << 20, 7);
+  Xfer big{out.data(), out.size()};
+  p.a->postSend(&big);  // single-copy: waits for an ack
+  std::atomic_ref<uint64_t>(seg.chan(ch)->acks).store(7, std::memory_order_release);
+  expectRemoteError(driveUntilError(p.a, {&big}), "corrupt ack counter");
+}
+
+TEST(ShmFault, SingleCopyRecordWhenNotNegotiated) {
+  Config cfg = Config::fromEnv();
+  cfg.set("COLL_SHM_CMA", "0");
+  Pair p(cfg);
+  const shm::Segment& seg = p.shmA()->segment();
+  int ch = p.shmA()->side();
+  shm::Record rec{shm::kTagSingle, 0, 4096, 0x1000};
+  std::memcpy(seg.ring(ch), &rec, sizeof rec);
+  std::atomic_ref<uint64_t>(seg.chan(ch)->head).store(64, std::memory_order_release);
+  std::vector<uint8_t> in(4096);
+  Xfer r{in.data(), in.size()};
+  p.b->postRecv(&r);
+  expectRemoteError(driveUntilError(p.b, {&r}), "single-copy was not negotiated");
+}
+
+TEST(ShmFault, OverwrittenHeaderIsNoticedWhileWaiting) {
+  Pair p(Config::fromEnv());
+  const shm::Segment& seg = p.shmA()->segment();
+  std::memset(seg.base(), 0x5A, sizeof(shm::SegHeader));
+  std::vector<uint8_t> in(8);
+  Xfer r{in.data(), 8};
+  p.b->postRecv(&r);
+  expectRemoteError(driveUntilError(p.b, {&r}, 5), "header was overwritten");
+}
+
+TEST(ShmFault, PeerClosedWithReceivePending) {
+  Pair p(Config::fromEnv());
+  // What the peer sent before closing is still delivered...
+  std::vector<uint8_t> out(5000, 9), in(5000), in2(8);
+  Xfer s{out.data(), out.size()};
+  p.a->postSend(&s);
+  drive({p.a}, {&s});
+  p.links[0].clear();
+  Xfer r{in.data(), in.size()}, r2{in2.data(), 8};
+  p.b->postRecv(&r);
+  p.b->postRecv(&r2);
+  // ...then the receive it can never satisfy fails.
+  Error e = driveUntilError(p.b, {&r, &r2});
+  EXPECT_TRUE(r.complete);
+  EXPECT_EQ(in, out);
+  expectRemoteError(e, "closed the link");
+}
+
+TEST(ShmFault, WaitActivityReturnsWhenPeerPublishes) {
+  Pair p(Config::fromEnv());
+  std::vector<uint8_t> in(8), out(8, 3);
+  Xfer r{in.data(), 8};
+  p.b->postRecv(&r);
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    Xfer s{out.data(), 8};
+    p.a->postSend(&s);
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  while (!r.complete && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+    if (!p.b->progress()) p.b->waitActivity(2000);
+  }
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  sender.join();
+  EXPECT_TRUE(r.complete);
+  EXPECT_LT(ms, 1000) << "the futex wake must cut the 2 s wait short";
+  EXPECT_EQ(in, out);
+}
+
+}  // namespace
+}  // namespace coll::shmtest

@@ -1,0 +1,222 @@
+// The shm transport between two real processes (fork): the process_vm_readv path, a
+// peer killed with SIGKILL, a peer dying in the middle of connect, and /dev/shm clean
+// afterwards in every case.
+#include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include <functional>
+
+#include "shm_test_util.hpp"
+#include "transport/shm/shm_link.hpp"
+
+namespace coll::shmtest {
+namespace {
+
+struct Child {
+  pid_t pid = -1;
+  int fd = -1;  // the parent's end of the bootstrap socketpair
+};
+
+// Runs body(fd) in a child process whose exit status is body's return value.
+Child forkChild(const std::function<int(int)>& body) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return {};
+  pid_t pid = fork();
+  if (pid == 0) {
+    ::close(sv[0]);
+    int rc = 99;
+    try {
+      rc = body(sv[1]);
+    } catch (const std::exception& e) {
+      fprintf(stderr, "child: %s\n", e.what());
+      rc = 98;
+    }
+    _exit(rc);
+  }
+  ::close(sv[1]);
+  return {pid, sv[0]};
+}
+
+int reap(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Rank 0 is the parent, rank 1 the child.
+std::unique_ptr<Link> connectPair(int fd, int rank, pid_t parent, pid_t child,
+                                  const std::string& tag, const Config& cfg, int dieAt = -1) {
+  PairBootstrap boot(fd, rank, dieAt);
+  TransportContext ctx;
+  ctx.rank = rank;
+  ctx.nranks = 2;
+  ctx.cfg = &cfg;
+  ctx.bootstrap = &boot;
+  ctx.pids = {parent, child};
+  ctx.jobTag = tag;
+  auto links = makeTransport("shm")->connect(ctx, {1 - rank});
+  return std::move(links.at(1 - rank));
+}
+
+// Both directions at once, every size posted as one window; returns wrong messages.
+int exchange(Link* link, int me, const std::vector<size_t>& sizes) {
+  int peer = 1 - me;
+  std::vector<std::vector<uint8_t>> out(sizes.size()), in(sizes.size());
+  std::vector<Xfer> sx(sizes.size()), rx(sizes.size());
+  std::vector<Xfer*> all;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    out[i].resize(sizes[i]);
+    fillPattern(out[i], me, peer, static_cast<int>(i));
+    in[i].assign(sizes[i], 0);
+    sx[i] = Xfer{out[i].data(), sizes[i]};
+    rx[i] = Xfer{in[i].data(), sizes[i]};
+    link->postRecv(&rx[i]);
+    link->postSend(&sx[i]);
+    all.push_back(&sx[i]);
+    all.push_back(&rx[i]);
+  }
+  drive({link}, all);
+  int bad = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) bad += firstMismatch(in[i], peer, me, static_cast<int>(i)) >= 0;
+  return bad;
+}
+
+class ShmFork : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ShmFork, ExchangeBetweenProcesses) {
+  bool cma = GetParam();
+  Config cfg = Config::fromEnv();
+  cfg.set("COLL_SHM_CMA", cma ? "1" : "0");
+  size_t t = cfg.getSize("COLL_SHM_CMA_THRESHOLD");
+  std::vector<size_t> sizes = {0, 1, 63, 64, 4095, t - 1, t, t + 1, (8u << 20) + 3, 8};
+  std::string tag = uniqueTag();
+  pid_t parent = getpid();
+  Child c = forkChild([&](int fd) {
+    auto link = connectPair(fd, 1, parent, getpid(), tag, cfg);
+    int bad = exchange(link.get(), 1, sizes);
+    auto* shm = dynamic_cast<shm::ShmLink*>(link.get());
+    if (!shm || shm->singleCopyRecv() != cma) return 10;
+    return bad;
+  });
+  ASSERT_GT(c.pid, 0);
+  auto link = connectPair(c.fd, 0, parent, c.pid, tag, cfg);
+  auto* shm = dynamic_cast<shm::ShmLink*>(link.get());
+  ASSERT_NE(shm, nullptr);
+  EXPECT_EQ(shm->singleCopySend(), cma) << "the child (our descendant) may read us";
+  EXPECT_EQ(exchange(link.get(), 0, sizes), 0);
+  link.reset();
+  EXPECT_EQ(reap(c.pid), 0);
+  ::close(c.fd);
+  EXPECT_TRUE(shmLeftovers(tag).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Shm, ShmFork, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "SingleCopy" : "Staged"; });
+
+// Makes process_vm_readv fail with ENOSYS in this process, as a seccomp profile that
+// forbids it would (the parent is unaffected).
+bool refuseCrossMemoryReads() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+
+// The child may not read the parent: that direction falls back to staged copies, the
+// other keeps single-copy, and both carry every size intact.
+TEST(ShmFork, RefusedSingleCopyFallsBackPerDirection) {
+  Config cfg = Config::fromEnv();
+  cfg.set("COLL_SHM_CMA", "1");
+  size_t t = cfg.getSize("COLL_SHM_CMA_THRESHOLD");
+  std::vector<size_t> sizes = {1, t - 1, t, t + 1, (3u << 20) + 5};
+  std::string tag = uniqueTag();
+  pid_t parent = getpid();
+  Child c = forkChild([&](int fd) {
+    if (!refuseCrossMemoryReads()) return 20;
+    auto link = connectPair(fd, 1, parent, getpid(), tag, cfg);
+    auto* shm = dynamic_cast<shm::ShmLink*>(link.get());
+    if (!shm || shm->singleCopyRecv() || !shm->singleCopySend()) return 21;
+    return exchange(link.get(), 1, sizes);
+  });
+  ASSERT_GT(c.pid, 0);
+  auto link = connectPair(c.fd, 0, parent, c.pid, tag, cfg);
+  auto* shm = dynamic_cast<shm::ShmLink*>(link.get());
+  ASSERT_NE(shm, nullptr);
+  EXPECT_FALSE(shm->singleCopySend()) << "the child cannot read us";
+  EXPECT_TRUE(shm->singleCopyRecv()) << "we can still read the child";
+  EXPECT_EQ(exchange(link.get(), 0, sizes), 0);
+  link.reset();
+  EXPECT_EQ(reap(c.pid), 0);
+  ::close(c.fd);
+  EXPECT_TRUE(shmLeftovers(tag).empty());
+}
+
+TEST(ShmFork, KilledPeerTurnsWaitIntoError) {
+  Config cfg = Config::fromEnv();
+  std::string tag = uniqueTag();
+  pid_t parent = getpid();
+  Child c = forkChild([&](int fd) {
+    auto link = connectPair(fd, 1, parent, getpid(), tag, cfg);
+    uint64_t hello = 42;
+    Xfer s{&hello, sizeof hello};
+    link->postSend(&s);
+    drive({link.get()}, {&s});
+    pause();  // until killed
+    return 0;
+  });
+  ASSERT_GT(c.pid, 0);
+  auto link = connectPair(c.fd, 0, parent, c.pid, tag, cfg);
+  uint64_t got = 0;
+  Xfer r{&got, sizeof got};
+  link->postRecv(&r);
+  drive({link.get()}, {&r});
+  EXPECT_EQ(got, 42u);
+  // A large single-copy send (waiting for the dead peer's ack) and a receive.
+  std::vector<uint8_t> big(4 << 20, 1);
+  uint64_t never = 0;
+  Xfer s{big.data(), big.size()}, r2{&never, sizeof never};
+  link->postSend(&s);
+  link->postRecv(&r2);
+  kill(c.pid, SIGKILL);
+  auto t0 = std::chrono::steady_clock::now();
+  Error e = driveUntilError(link.get(), {&s, &r2}, 10);
+  double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(e.code(), collRemoteError) << e.what();
+  std::string want = "peer rank 1 (pid " + std::to_string(c.pid) + ") died";
+  EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  EXPECT_LT(sec, 3) << "noticed by the idle liveness check, not a timeout";
+  EXPECT_EQ(reap(c.pid), 128 + SIGKILL);
+  ::close(c.fd);
+  EXPECT_TRUE(shmLeftovers(tag).empty());
+}
+
+// The opener dies after the creator made the segment but before it attached: the
+// creator's error path must still unlink the name.
+TEST(ShmFork, PeerDyingDuringConnectLeavesNothing) {
+  Config cfg = Config::fromEnv();
+  std::string tag = uniqueTag();
+  pid_t parent = getpid();
+  Child c = forkChild([&](int fd) {
+    connectPair(fd, 1, parent, getpid(), tag, cfg, /*dieAt=*/1);
+    return 0;
+  });
+  ASSERT_GT(c.pid, 0);
+  EXPECT_THROW(connectPair(c.fd, 0, parent, c.pid, tag, cfg), Error);
+  EXPECT_EQ(reap(c.pid), 128 + SIGKILL);
+  ::close(c.fd);
+  EXPECT_TRUE(shmLeftovers(tag).empty());
+}
+
+}  // namespace
+}  // namespace coll::shmtest

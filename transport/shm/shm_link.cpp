@@ -1,0 +1,84 @@
+#include "transport/shm/shm_link.hpp"
+
+#include "core/error.hpp"
+
+namespace coll::shm {
+
+ShmLink::ShmLink(Segment seg, int side, const LinkParams& p)
+    : seg_(std::move(seg)),
+      side_(side),
+      p_(p),
+      me_(seg_.side(side)),
+      peerCtl_(seg_.side(1 - side)),
+      out_(seg_.chan(side)),
+      in_(seg_.chan(1 - side)),
+      outRing_(seg_.ring(side)),
+      inRing_(seg_.ring(1 - side)),
+      cap_(seg_.ringBytes()),
+      mask_(seg_.ringBytes() - 1),
+      lastSlowCheck_(std::chrono::steady_clock::now()) {
+  // Stream sizes must stay multiples of a line so that a header line never wraps.
+  p_.stageChunk = roundUpLine(p_.stageChunk ? p_.stageChunk : kLine);
+  if (p_.stageChunk > cap_ / 2) p_.stageChunk = cap_ / 2;
+  if (p_.copyChunk == 0) p_.copyChunk = kProgressBudget;
+  seenStatus_ = kSideActive;
+}
+
+ShmLink::~ShmLink() {
+  // Release: everything we wrote into the rings before closing is visible to a peer that
+  // reads kSideClosed with acquire, so it can still drain what we sent.
+  if (failMsg_.empty()) shared(me_->status).store(kSideClosed, std::memory_order_release);
+  wakePeer();
+}
+
+void ShmLink::postSend(Xfer* x) {
+  COLL_CHECK_ARG(x != nullptr, "shm postSend to rank ", p_.peer, ": xfer is null");
+  COLL_CHECK_ARG(x->buf != nullptr || x->bytes == 0, "shm postSend to rank ", p_.peer,
+                 ": buf is null for ", x->bytes, " bytes");
+  throwIfFailed();
+  x->done = 0;
+  x->complete = false;
+  sendQ_.push(x);
+  // Write it into the ring now (when nothing is queued ahead of it): the peer sees a small
+  // message without waiting for our next progress() call.
+  if (sendQ_.size() == 1) pumpSends();
+}
+
+void ShmLink::postRecv(Xfer* x) {
+  COLL_CHECK_ARG(x != nullptr, "shm postRecv from rank ", p_.peer, ": xfer is null");
+  COLL_CHECK_ARG(x->buf != nullptr || x->bytes == 0, "shm postRecv from rank ", p_.peer,
+                 ": buf is null for ", x->bytes, " bytes");
+  throwIfFailed();
+  x->done = 0;
+  x->complete = false;
+  recvQ_.push(x);
+}
+
+bool ShmLink::progress() {
+  throwIfFailed();
+  bool moved = pumpSends();
+  moved |= pumpRecvs();
+  if (moved) {
+    idleCalls_ = 0;
+  } else {
+    idle();
+  }
+  return moved;
+}
+
+void ShmLink::throwIfFailed() const {
+  if (!failMsg_.empty()) throw Error(failCode_, failMsg_);
+}
+
+void ShmLink::fail(collResult_t code, const std::string& msg) {
+  if (failMsg_.empty()) {
+    failCode_ = code;
+    failMsg_ = strCat("shm link rank ", p_.rank, " <-> rank ", p_.peer, ": ", msg);
+    // Tell the peer, so that it fails too instead of waiting for us until its timeout.
+    shared(me_->status).store(kSideFailed, std::memory_order_release);
+    wakePeer();
+  }
+  throw Error(failCode_, failMsg_);
+}
+
+}  // namespace coll::shm

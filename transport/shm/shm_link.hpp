@@ -1,0 +1,153 @@
+// A shared-memory link to one peer on the same host.
+//
+// Each direction is a single-producer/single-consumer byte ring (see shm_segment.hpp for
+// the layout). The sender writes records aligned to cache lines:
+//
+//   data record    one header line; payloads up to kInlineMax bytes sit in that line,
+//                  larger ones follow it, streamed in pieces as ring space frees up
+//   single-copy    one header line carrying the address and length of the sender's
+//                  buffer; the receiver copies straight out of it (process_vm_readv, or
+//                  memcpy when the peer is a thread of this process) and then bumps
+//                  `acks`, which completes the send
+//
+// Records are matched FIFO to posted receives, so any number of sends and receives may
+// be outstanding per direction. Every record carries a tag and a sequence number, and
+// every counter the peer publishes is range-checked, so a corrupt peer turns into
+// collRemoteError rather than a crash.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "collective.h"
+#include "transport/shm/shm_segment.hpp"
+#include "transport/shm/xfer_queue.hpp"
+#include "transport/transport.hpp"
+
+namespace coll::shm {
+
+struct LinkParams {
+  int rank = 0;
+  int peer = 0;
+  int peerPid = 0;
+  bool sameProcess = false;      // the peer is a thread of this process
+  bool singleCopySend = false;   // the peer reads our large buffers in place
+  bool singleCopyRecv = false;   // we read the peer's large buffers in place
+  size_t singleCopyMin = 0;      // messages of at least this many bytes go single-copy
+  size_t copyChunk = 1 << 20;    // bytes per single-copy step (bounds one progress call)
+  size_t stageChunk = 1 << 15;   // bytes copied through the ring between publications
+};
+
+// In-ring record header; payloads of data records up to kInlineMax bytes follow it at
+// kInlineOffset in the same line.
+struct Record {
+  uint32_t tag;
+  uint32_t seq;    // low 32 bits of the record's index in its direction
+  uint64_t bytes;  // message size
+  uint64_t addr;   // single-copy: the sender's buffer
+};
+constexpr uint32_t kTagData = 0xC011DA7Au;
+constexpr uint32_t kTagSingle = 0xC0115C01u;
+constexpr size_t kInlineOffset = 16;
+constexpr size_t kInlineMax = kLine - kInlineOffset;
+// Most bytes one progress() call copies per direction, so that one busy link cannot
+// starve the caller's other links (the ring algorithms progress two at once).
+constexpr size_t kProgressBudget = size_t{1} << 20;
+
+inline uint64_t roundUpLine(uint64_t n) { return (n + kLine - 1) & ~uint64_t{kLine - 1}; }
+// Counters in the segment are plain integers shared with the peer; every access to them
+// goes through an atomic_ref with an explicit order.
+template <typename T>
+std::atomic_ref<T> shared(T& v) { return std::atomic_ref<T>(v); }
+
+class ShmLink final : public Link {
+ public:
+  // `side` is 0 for the lower rank of the pair. The segment is fully set up (both sides
+  // attached, single-copy negotiated) before the link is made.
+  ShmLink(Segment seg, int side, const LinkParams& p);
+  ~ShmLink() override;
+  ShmLink(const ShmLink&) = delete;
+  ShmLink& operator=(const ShmLink&) = delete;
+
+  void postSend(Xfer* x) override;
+  void postRecv(Xfer* x) override;
+  bool progress() override;
+  void waitActivity(int timeoutMs) override;
+  const char* transportName() const override { return "shm"; }
+
+  // The mapping, for tests that play a hostile peer.
+  const Segment& segment() const { return seg_; }
+  int side() const { return side_; }
+  bool singleCopySend() const { return p_.singleCopySend; }
+  bool singleCopyRecv() const { return p_.singleCopyRecv; }
+
+ private:
+  enum class RecvMode { Idle, Stream, Single };
+
+  // Sender half (shm_link_send.cpp).
+  bool pumpSends();
+  bool collectAcks();
+  bool emitHeader(Xfer* x);
+  size_t streamOut(Xfer* x, size_t budget);
+  size_t freeSpace(size_t want);
+  void publishHead();
+
+  // Receiver half (shm_link_recv.cpp).
+  bool pumpRecvs();
+  bool startRecord(Xfer* x);
+  void checkRecord(const Record& r, const Xfer* x);
+  size_t streamIn(Xfer* x, size_t budget);
+  size_t readSingle(Xfer* x);
+  size_t available(size_t want);
+  void publishTail();
+
+  // Waiting, liveness and failure (shm_link_wait.cpp).
+  void idle();
+  void checkPeerStatus();
+  void slowChecks(bool force);
+  bool peerMoved();
+  void wakePeer();
+  void throwIfFailed() const;
+  [[noreturn]] void fail(collResult_t code, const std::string& msg);
+  bool pending() const { return !sendQ_.empty() || !ackQ_.empty() || !recvQ_.empty(); }
+
+  Segment seg_;
+  int side_;
+  LinkParams p_;
+  SideCtl* me_;
+  SideCtl* peerCtl_;
+  ChanCtl* out_;   // channel we send on: we write head, read tail/acks
+  ChanCtl* in_;    // channel we receive on: we read head, write tail/acks
+  uint8_t* outRing_;
+  uint8_t* inRing_;
+  uint64_t cap_;
+  uint64_t mask_;
+
+  // Sender state. head_ is ours alone; the copy in shared memory is only published.
+  XferQueue sendQ_;      // posted, not yet fully written into the ring
+  XferQueue ackQ_;       // single-copy sends waiting for the receiver's ack
+  uint64_t head_ = 0, headPublished_ = 0, tailSeen_ = 0, acksSeen_ = 0;
+  uint64_t sendSeq_ = 0;
+  size_t sendOff_ = 0;
+  bool sendHdrDone_ = false;
+
+  // Receiver state.
+  XferQueue recvQ_;
+  RecvMode rmode_ = RecvMode::Idle;
+  uint64_t tail_ = 0, tailPublished_ = 0, headSeen_ = 0, acks_ = 0;
+  uint64_t recvSeq_ = 0;
+  size_t roff_ = 0;
+  uint64_t raddr_ = 0;
+
+  // Idle bookkeeping.
+  int idleCalls_ = 0;
+  std::chrono::steady_clock::time_point lastSlowCheck_;
+  uint64_t seenHead_ = 0, seenTail_ = 0, seenAcks_ = 0;
+  uint32_t seenStatus_ = 0;
+  collResult_t failCode_ = collSuccess;
+  std::string failMsg_;
+};
+
+}  // namespace coll::shm

@@ -1,0 +1,129 @@
+// Sender half of the shm link: writing records into the outbound ring and completing
+// single-copy sends when the receiver acknowledges them.
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "transport/shm/shm_link.hpp"
+
+namespace coll::shm {
+
+bool ShmLink::pumpSends() {
+  bool moved = collectAcks();
+  size_t budget = kProgressBudget;
+  while (!sendQ_.empty() && budget > 0) {
+    Xfer* x = sendQ_.front();
+    if (!sendHdrDone_) {
+      if (!emitHeader(x)) break;
+      moved = true;
+      continue;
+    }
+    size_t n = streamOut(x, budget);
+    if (n == 0) break;
+    budget -= n;
+    moved = true;
+  }
+  publishHead();
+  return moved;
+}
+
+bool ShmLink::collectAcks() {
+  if (ackQ_.empty()) return false;
+  // Acquire: pairs with the receiver's release after its copy out of our buffers, so
+  // the buffers of acknowledged sends are no longer read once we complete them.
+  uint64_t acks = shared(out_->acks).load(std::memory_order_acquire);
+  if (acks == acksSeen_) return false;
+  if (acks < acksSeen_ || acks - acksSeen_ > ackQ_.size())
+    fail(collRemoteError, strCat("peer wrote a corrupt ack counter (", acks, " after ", acksSeen_,
+                                 " with ", ackQ_.size(), " single-copy sends outstanding)"));
+  for (; acksSeen_ < acks; ++acksSeen_) {
+    Xfer* x = ackQ_.pop();
+    x->done = x->bytes;
+    x->complete = true;
+  }
+  return true;
+}
+
+// Writes the header line of the front send (and, when it fits, the whole message).
+// Returns false when the ring has no free line.
+bool ShmLink::emitHeader(Xfer* x) {
+  if (freeSpace(kLine) < kLine) return false;
+  bool single = p_.singleCopySend && x->bytes > 0 && x->bytes >= p_.singleCopyMin;
+  uint8_t* line = outRing_ + (head_ & mask_);
+  Record r{single ? kTagSingle : kTagData, static_cast<uint32_t>(sendSeq_++), x->bytes,
+           single ? reinterpret_cast<uint64_t>(x->buf) : 0};
+  if (!single && x->bytes <= kInlineMax) {
+    std::memcpy(line, &r, kInlineOffset);
+    if (x->bytes) std::memcpy(line + kInlineOffset, x->buf, x->bytes);
+  } else {
+    std::memcpy(line, &r, sizeof r);
+  }
+  head_ += kLine;
+  if (single) {
+    sendQ_.pop();
+    ackQ_.push(x);
+  } else if (x->bytes <= kInlineMax) {
+    sendQ_.pop();
+    x->done = x->bytes;
+    x->complete = true;
+    // Publish at once: for small messages this is the whole latency path.
+    publishHead();
+  } else {
+    sendHdrDone_ = true;
+    sendOff_ = 0;
+  }
+  return true;
+}
+
+// Copies the next piece of the front send's payload into the ring. Pieces are whole
+// lines except the last, which is padded, so head_ stays line-aligned.
+size_t ShmLink::streamOut(Xfer* x, size_t budget) {
+  size_t remaining = x->bytes - sendOff_;
+  size_t want = std::min({remaining, p_.stageChunk, budget});
+  size_t space = freeSpace(roundUpLine(want));
+  size_t n = std::min(want, space);
+  if (n < remaining) n &= ~(kLine - 1);
+  if (n == 0) return 0;
+  uint64_t idx = head_ & mask_;
+  size_t first = std::min<uint64_t>(n, cap_ - idx);
+  const uint8_t* src = static_cast<const uint8_t*>(x->buf) + sendOff_;
+  std::memcpy(outRing_ + idx, src, first);
+  if (n > first) std::memcpy(outRing_, src + first, n - first);
+  head_ += roundUpLine(n);
+  sendOff_ += n;
+  x->done = sendOff_;
+  if (sendOff_ == x->bytes) {
+    sendQ_.pop();
+    sendHdrDone_ = false;
+    x->complete = true;
+  }
+  // Publish each piece so the receiver copies it out while we write the next one.
+  publishHead();
+  return n;
+}
+
+// Free bytes in the outbound ring, re-reading the receiver's tail only when the cached
+// value does not leave `want` bytes (the common case touches no shared line).
+size_t ShmLink::freeSpace(size_t want) {
+  size_t space = cap_ - (head_ - tailSeen_);
+  if (space >= want) return space;
+  // Acquire: pairs with the receiver's release of its tail, so its reads of the bytes it
+  // freed are done before we overwrite them.
+  uint64_t t = shared(out_->tail).load(std::memory_order_acquire);
+  if (t < tailSeen_ || t > headPublished_ || (t & (kLine - 1)))
+    fail(collRemoteError, strCat("peer wrote a corrupt ring tail ", t, " (previous ", tailSeen_,
+                                 ", head ", headPublished_, ")"));
+  tailSeen_ = t;
+  return cap_ - (head_ - tailSeen_);
+}
+
+void ShmLink::publishHead() {
+  if (head_ == headPublished_) return;
+  // Release: the record bytes written above become visible no later than the new head,
+  // which pairs with the receiver's acquire load of head.
+  shared(out_->head).store(head_, std::memory_order_release);
+  headPublished_ = head_;
+  wakePeer();
+}
+
+}  // namespace coll::shm

@@ -1,0 +1,144 @@
+#include "transport/shm/shm_segment.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace coll::shm {
+namespace {
+
+// Closes the descriptor when the mapping is done with it (the mapping keeps the object).
+struct Fd {
+  int fd;
+  ~Fd() { if (fd >= 0) ::close(fd); }
+};
+
+uint8_t* mapShared(int fd, size_t bytes, const std::string& name) {
+  // MAP_POPULATE faults the pages in now, so the first messages through the rings do not
+  // pay a page fault each on the latency path.
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (p == MAP_FAILED) {
+    int err = errno;
+    COLL_THROW(collSystemError, "shm: mmap of segment ", name, " (", bytes,
+               " bytes) failed: ", sysErrorText(err));
+  }
+  return static_cast<uint8_t*>(p);
+}
+
+}  // namespace
+
+std::string checkRingBytes(uint64_t ringBytes) {
+  if (ringBytes < kMinRingBytes || ringBytes > kMaxRingBytes || (ringBytes & (ringBytes - 1)))
+    return strCat("ring size ", ringBytes, " is not a power of two in [", kMinRingBytes, ", ",
+                  kMaxRingBytes, "]");
+  return {};
+}
+
+Segment& Segment::operator=(Segment&& o) noexcept {
+  if (this != &o) {
+    reset();
+    base_ = o.base_;
+    bytes_ = o.bytes_;
+    ringBytes_ = o.ringBytes_;
+    name_ = std::move(o.name_);
+    named_ = o.named_;
+    o.base_ = nullptr;
+    o.bytes_ = 0;
+    o.named_ = false;
+  }
+  return *this;
+}
+
+void Segment::reset() {
+  unlink();
+  if (base_) munmap(base_, bytes_);
+  base_ = nullptr;
+  bytes_ = 0;
+}
+
+void Segment::unlink() {
+  // ENOENT is expected: the peer unlinks the same name as soon as it has mapped it.
+  if (named_) shm_unlink(name_.c_str());
+  named_ = false;
+}
+
+Segment Segment::create(const std::string& name, size_t ringBytes) {
+  std::string why = checkRingBytes(ringBytes);
+  COLL_CHECK_ARG(why.empty(), "COLL_SHM_RING_BYTES: ", why);
+  Segment s;
+  s.name_ = name;
+  s.ringBytes_ = ringBytes;
+  s.bytes_ = segmentBytesFor(ringBytes);
+  Fd fd{shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600)};
+  if (fd.fd < 0) {
+    int err = errno;
+    COLL_THROW(collSystemError, "shm: cannot create segment ", name, ": ", sysErrorText(err));
+  }
+  s.named_ = true;  // from here on every exit path (exceptions included) unlinks it
+  if (ftruncate(fd.fd, static_cast<off_t>(s.bytes_)) < 0) {
+    int err = errno;
+    COLL_THROW(collSystemError, "shm: cannot size segment ", name, " to ", s.bytes_,
+               " bytes: ", sysErrorText(err), " (is /dev/shm full?)");
+  }
+  s.base_ = mapShared(fd.fd, s.bytes_, name);
+  SegHeader* h = s.header();
+  h->magic = kSegMagic;
+  h->version = kSegVersion;
+  h->lineBytes = kLine;
+  h->ringBytes = ringBytes;
+  h->segBytes = s.bytes_;
+  return s;
+}
+
+Segment Segment::open(const std::string& name) {
+  Segment s;
+  s.name_ = name;
+  Fd fd{shm_open(name.c_str(), O_RDWR, 0)};
+  if (fd.fd < 0) {
+    int err = errno;
+    COLL_THROW(collSystemError, "shm: cannot open segment ", name, ": ", sysErrorText(err),
+               err == ENOENT ? " (are both ranks on the same host and sharing /dev/shm?)" : "");
+  }
+  s.named_ = true;
+  struct stat st;
+  COLL_SYSCHECK(fstat(fd.fd, &st), strCat("shm: fstat of segment ", name));
+  size_t size = static_cast<size_t>(st.st_size);
+  if (size < kRingOffset)
+    COLL_THROW(collRemoteError, "shm: segment ", name, " is too small (", size, " bytes)");
+  s.base_ = mapShared(fd.fd, size, name);
+  s.bytes_ = size;
+  SegHeader h;
+  std::memcpy(&h, s.base_, sizeof h);  // one snapshot: the creator could still scribble
+  if (h.magic != kSegMagic || h.version != kSegVersion || h.lineBytes != kLine)
+    COLL_THROW(collRemoteError, "shm: segment ", name, " has a bad header (magic 0x", std::hex,
+               h.magic, ", version ", std::dec, h.version, ", line ", h.lineBytes,
+               "; expected magic 0x", std::hex, kSegMagic, std::dec, ", version ", kSegVersion,
+               ", line ", kLine, ")");
+  std::string why = checkRingBytes(h.ringBytes);
+  if (!why.empty()) COLL_THROW(collRemoteError, "shm: segment ", name, ": ", why);
+  if (h.segBytes != size || segmentBytesFor(h.ringBytes) != size)
+    COLL_THROW(collRemoteError, "shm: segment ", name, " header says ", h.segBytes,
+               " bytes for rings of ", h.ringBytes, " but the object has ", size, " bytes");
+  s.ringBytes_ = h.ringBytes;
+  return s;
+}
+
+std::string Segment::checkHeader() const {
+  SegHeader h;
+  std::memcpy(&h, base_, sizeof h);
+  if (h.magic != kSegMagic || h.version != kSegVersion || h.lineBytes != kLine ||
+      h.ringBytes != ringBytes_ || h.segBytes != bytes_)
+    return strCat("shm segment header was overwritten (magic 0x", std::hex, h.magic, std::dec,
+                  ", version ", h.version, ", ring ", h.ringBytes, ", size ", h.segBytes,
+                  "; expected magic 0x", std::hex, kSegMagic, std::dec, ", version ",
+                  kSegVersion, ", ring ", ringBytes_, ", size ", bytes_, ")");
+  return {};
+}
+
+}  // namespace coll::shm

@@ -1,0 +1,64 @@
+// The shared-memory transport: links between ranks on the same host.
+#include <exception>
+
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "transport/shm/shm_connect.hpp"
+
+namespace coll {
+
+// Defaults picked by measurement on a 2-core host (see tests/unit/shm/shm_bench.cpp).
+COLL_PARAM(kShmRingBytes, "COLL_SHM_RING_BYTES", "1M", "bytes of each one-way ring of a shm link (power of two, 4K..1G)");
+COLL_PARAM(kShmCma, "COLL_SHM_CMA", "1", "single-copy large shm messages (process_vm_readv, memcpy between threads); 0 forces staged copies through the ring");
+COLL_PARAM(kShmCmaThreshold, "COLL_SHM_CMA_THRESHOLD", "64K", "shm messages of at least this many bytes go single-copy when allowed");
+COLL_PARAM(kShmCmaChunk, "COLL_SHM_CMA_CHUNK", "512K", "bytes per single-copy step (one step per progress call)");
+COLL_PARAM(kShmStageChunk, "COLL_SHM_STAGE_CHUNK", "32K", "bytes copied through a shm ring between publications (pipelining grain)");
+
+namespace {
+
+class ShmTransport : public Transport {
+ public:
+  const char* name() const override { return "shm"; }
+
+  std::map<int, std::unique_ptr<Link>> connect(const TransportContext& ctx,
+                                               const std::vector<int>& peers) override {
+    // A bad setting still takes part in the connect all-gathers (with a failure), so the
+    // other ranks fail at once instead of waiting in them.
+    shm::ShmOptions opt;
+    std::exception_ptr err;
+    try {
+      opt = readOptions(ctx);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    return shm::Connector(ctx, peers, opt).run(err);
+  }
+
+ private:
+  static shm::ShmOptions readOptions(const TransportContext& ctx) {
+    Config fallback;
+    if (!ctx.cfg) fallback = Config::fromEnv();
+    const Config& cfg = ctx.cfg ? *ctx.cfg : fallback;
+    shm::ShmOptions opt;
+    opt.ringBytes = cfg.getSize(kShmRingBytes);
+    std::string why = shm::checkRingBytes(opt.ringBytes);
+    COLL_CHECK_ARG(why.empty(), kShmRingBytes, ": ", why);
+    int64_t cma = cfg.getInt(kShmCma);
+    COLL_CHECK_ARG(cma == 0 || cma == 1, kShmCma, "=", cma, " is not 0 or 1");
+    opt.singleCopy = cma == 1;
+    opt.singleCopyMin = cfg.getSize(kShmCmaThreshold);
+    opt.copyChunk = cfg.getSize(kShmCmaChunk);
+    COLL_CHECK_ARG(opt.copyChunk >= 4096, kShmCmaChunk, "=", opt.copyChunk, " is below 4096");
+    opt.stageChunk = cfg.getSize(kShmStageChunk);
+    COLL_CHECK_ARG(opt.stageChunk >= shm::kLine && opt.stageChunk <= opt.ringBytes / 2,
+                   kShmStageChunk, "=", opt.stageChunk, " is not in [", shm::kLine, ", ",
+                   kShmRingBytes, "/2 = ", opt.ringBytes / 2, "]");
+    return opt;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> makeShmTransport() { return std::make_unique<ShmTransport>(); }
+
+}  // namespace coll

@@ -89,6 +89,10 @@ inline void expectedValue(void* out, size_t i, collDataType_t dt, collRedOp_t op
       uint64_t u = static_cast<uint64_t>(acc);
       if (dt == collUint8) u &= 0xff;
       if (dt == collUint32) u &= 0xffffffffull;
+      if (dt == collUint64) {  // beyond 2^53: a trip through double would round
+        static_cast<uint64_t*>(out)[i] = u / n;
+        return;
+      }
       storeValue(out, i, dt, static_cast<double>(static_cast<int64_t>(u / n)));
       return;
     }

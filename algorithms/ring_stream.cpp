@@ -34,7 +34,11 @@ class RingRunner {
  public:
   RingRunner(Comm& comm, Progress& pg, const RingStream& rs)
       : comm_(comm), pg_(pg), rs_(rs), n_(comm.nranks()), r_(comm.rank()),
-        es_(typeSize(rs.dt)), next_((r_ + 1) % n_), prev_((r_ + n_ - 1) % n_) {
+        es_(typeSize(rs.dt)) {
+    int pos = r_;
+    if (rs.order) pos = static_cast<int>(std::find(rs.order, rs.order + n_, r_) - rs.order);
+    next_ = rs.order ? rs.order[(pos + 1) % n_] : (pos + 1) % n_;
+    prev_ = rs.order ? rs.order[(pos + n_ - 1) % n_] : (pos + n_ - 1) % n_;
     chunkElems_ = std::max<size_t>(1, pipelineChunkBytes(comm) / es_);
     depth_ = static_cast<size_t>(pipelineDepth(comm));
     sendX_.resize(depth_);
@@ -61,8 +65,9 @@ class RingRunner {
   }
 
  private:
-  int sendBlock(int t) const { return modRank(static_cast<long>(rs_.base) - t, n_); }
-  int recvBlock(int t) const { return modRank(static_cast<long>(rs_.base) - t - 1, n_); }
+  int blockAt(int p) const { return rs_.order && rs_.blocksFollowRanks ? rs_.order[p] : p; }
+  int sendBlock(int t) const { return blockAt(modRank(static_cast<long>(rs_.base) - t, n_)); }
+  int recvBlock(int t) const { return blockAt(modRank(static_cast<long>(rs_.base) - t - 1, n_)); }
   size_t chunks(int block) const { return (rs_.blocks.cnt(block) + chunkElems_ - 1) / chunkElems_; }
   size_t chunkLen(int block, size_t k) const {
     return std::min(chunkElems_, rs_.blocks.cnt(block) - k * chunkElems_);
@@ -156,7 +161,7 @@ class RingRunner {
   const RingStream& rs_;
   int n_, r_;
   size_t es_;
-  int next_, prev_;
+  int next_ = 0, prev_ = 0;
   size_t chunkElems_ = 1;
   size_t depth_ = 1;
   char* slots_ = nullptr;

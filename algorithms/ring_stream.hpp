@@ -28,6 +28,12 @@ struct RingStream {
   int redirectBlock = -1;          // ... except this block, which lives at redirectPtr
   char* redirectPtr = nullptr;
   bool finishAverage = false;      // divide by n after the last reduction (collAvg)
+  // Topology-aware ring order: order[p] is the rank at ring position p (null: rank
+  // order). base and the step arithmetic then count ring positions; with
+  // blocksFollowRanks the block of position p is rank order[p]'s (all-gather,
+  // reduce-scatter), otherwise block p (all-reduce, where any fixed assignment works).
+  const int* order = nullptr;
+  bool blocksFollowRanks = false;
 
   char* dst(int block, size_t esize) const {
     return block == redirectBlock ? redirectPtr : dstBase + blocks.off(block) * esize;

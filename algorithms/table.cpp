@@ -9,11 +9,19 @@ const Algorithm& chainReduce();
 const Algorithm& ringAllGather();
 const Algorithm& ringReduceScatter();
 const Algorithm& pairwiseAllToAll();
+const Algorithm& hdAllReduce();
+const Algorithm& treeAllReduce();
+const Algorithm& hierAllReduce();
+const Algorithm& treeBroadcast();
+const Algorithm& treeReduce();
+const Algorithm& rdAllGather();
+const Algorithm& hdReduceScatter();
 
 const std::vector<const Algorithm*>& algorithmTable() {
   static const std::vector<const Algorithm*> table = {
-      &ringAllReduce(), &rdAllReduce(),       &chainBroadcast(),    &chainReduce(),
-      &ringAllGather(), &ringReduceScatter(), &pairwiseAllToAll(),
+      &ringAllReduce(),     &rdAllReduce(),      &hdAllReduce(),     &treeAllReduce(), &hierAllReduce(),
+      &chainBroadcast(),    &treeBroadcast(),    &chainReduce(),     &treeReduce(),    &ringAllGather(),
+      &rdAllGather(),       &ringReduceScatter(), &hdReduceScatter(), &pairwiseAllToAll(),
   };
   return table;
 }

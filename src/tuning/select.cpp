@@ -1,16 +1,22 @@
 #include "tuning/select.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <sstream>
 
+#include "algorithms/ring_stream.hpp"
 #include "core/comm.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/types.hpp"
+#include "tuning/cost_model.hpp"
+#include "tuning/tuner_plugin.hpp"
 
 namespace coll {
 
 COLL_PARAM(kAlgo, "COLL_ALGO", "", "force algorithms: 'ring' or 'allreduce:rd,broadcast:chain'");
-COLL_PARAM(kRdMax, "COLL_RD_MAX_BYTES", "32K", "all-reduce up to this size uses recursive doubling");
+COLL_PARAM(kTunerPlugin, "COLL_TUNER_PLUGIN", "", "tuner plugin (.so) that may override the cost model");
 
 namespace {
 const char* kKindNames[] = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter",
@@ -28,13 +34,15 @@ bool parseOpKind(const std::string& text, OpKind* kind) {
 
 const char* opKindName(OpKind k) { return kKindNames[static_cast<int>(k)]; }
 
+size_t modelBytes(const OpArgs& args) { return args.count * typeSize(args.dtype); }
+
 const Algorithm* Selector::byName(OpKind kind, const std::string& name) const {
   for (const Algorithm* a : algorithmTable())
     if (a->kind() == kind && name == a->name()) return a;
   return nullptr;
 }
 
-Selector::Selector(const Config& cfg) : rdMaxBytes_(cfg.getSize(kRdMax)) {
+Selector::Selector(const Config& cfg) {
   std::stringstream ss(cfg.getStr(kAlgo));
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -57,19 +65,53 @@ Selector::Selector(const Config& cfg) : rdMaxBytes_(cfg.getSize(kRdMax)) {
     COLL_CHECK_ARG(a, "COLL_ALGO: ", coll, " has no algorithm named '", name, "'");
     forced_[kind] = a;
   }
+  if (!cfg.getStr(kTunerPlugin).empty()) tuner_ = TunerPlugin::open(cfg.getStr(kTunerPlugin));
+}
+
+Selector::~Selector() = default;
+
+const CostModel& Selector::model(const Comm& comm) const {
+  std::call_once(modelOnce_, [&] {
+    const JobTopo& job = comm.topology();
+    model_ = std::make_unique<CostModel>(job, CostParams::fromConfig(comm.config(), pipelineChunkBytes(comm)));
+    if (tuner_) {
+      TunerJob tj{job.nranks(), job.nhosts(), 1};
+      for (const HostGroup& h : job.hosts()) tj.maxLocalRanks = std::max<int>(tj.maxLocalRanks, h.ranks.size());
+      tuner_->init(tj);
+    }
+  });
+  return *model_;
+}
+
+std::vector<Candidate> Selector::candidates(const Comm& comm, const OpArgs& args) const {
+  const CostModel& m = model(comm);
+  const size_t bytes = modelBytes(args);
+  std::vector<Candidate> out;
+  for (const Algorithm* a : algorithmTable())
+    if (a->kind() == args.kind && a->supports(comm, args)) out.push_back({a, m.estimate(args.kind, a->name(), bytes)});
+  return out;
 }
 
 const Algorithm& Selector::select(const Comm& comm, const OpArgs& args) const {
   auto it = forced_.find(args.kind);
   if (it != forced_.end() && it->second->supports(comm, args)) return *it->second;
-  if (args.kind == OpKind::AllReduce) {
-    size_t bytes = args.count * typeSize(args.dtype);
-    const char* name = bytes <= rdMaxBytes_ ? "rd" : "ring";
-    return *byName(OpKind::AllReduce, name);
+  std::vector<Candidate> cands = candidates(comm, args);
+  if (cands.empty()) COLL_THROW(collInternalError, "no algorithm supports ", opKindName(args.kind));
+  // The cheapest estimate; ties and unknown costs go to the earlier table entry.
+  int best = 0;
+  for (size_t i = 1; i < cands.size(); ++i)
+    if (cands[i].costUs < cands[best].costUs) best = static_cast<int>(i);
+  if (tuner_ && cands.size() > 1) {
+    std::vector<const char*> names;
+    std::vector<double> costs;
+    for (const Candidate& c : cands) {
+      names.push_back(c.algo->name());
+      costs.push_back(c.costUs);
+    }
+    int pick = tuner_->choose(args, modelBytes(args), names, costs, best);
+    if (pick >= 0) best = pick;
   }
-  for (const Algorithm* a : algorithmTable())
-    if (a->kind() == args.kind && a->supports(comm, args)) return *a;
-  COLL_THROW(collInternalError, "no algorithm supports ", opKindName(args.kind));
+  return *cands[best].algo;
 }
 
 }  // namespace coll

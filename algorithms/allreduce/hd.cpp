@@ -1,0 +1,106 @@
+// Recursive halving-doubling all-reduce (Rabenseifner): a reduce-scatter by recursive
+// halving, then an all-gather by recursive doubling. Each rank moves 2(p-1)/p of the
+// buffer like the ring, but in 2 log2(p) steps instead of 2(p-1), so it wins at middle
+// sizes. Any number of ranks: the odd member of each of the first n - p2 ring-order pairs
+// folds its buffer into its neighbour first and gets the result back at the end.
+//
+// Steps run over ring-order positions with masks 1, 2, 4, ...: the first, largest
+// exchange is between ring neighbours (the same host, where the ring order allows).
+//
+// Bit-identical results: after the halving every element has been reduced by exactly one
+// rank; the doubling and the final fold only copy.
+#include <cstring>
+#include <vector>
+
+#include "algorithms/algorithm.hpp"
+#include "algorithms/exec.hpp"
+#include "algorithms/group_ops.hpp"
+#include "algorithms/patterns/hd.hpp"
+#include "algorithms/patterns/layout.hpp"
+#include "core/comm.hpp"
+#include "core/reduce.hpp"
+#include "core/types.hpp"
+
+namespace coll {
+namespace {
+
+class HdAllReduce final : public Algorithm {
+ public:
+  const char* name() const override { return "hd"; }
+  const char* description() const override { return "recursive halving-doubling (Rabenseifner)"; }
+  OpKind kind() const override { return OpKind::AllReduce; }
+  bool supports(const Comm&, const OpArgs&) const override { return true; }
+
+  void run(Comm& comm, const OpArgs& a) const override {
+    const int n = comm.nranks();
+    const size_t es = typeSize(a.dtype), bytes = a.count * es;
+    char* out = static_cast<char*>(a.recvbuf);
+    const char* src = static_cast<const char*>(a.sendbuf);  // where this rank's partial sums are
+    if (n == 1) {
+      if (src != out) memcpy(out, src, bytes);
+      return;
+    }
+    patterns::RingLayout ring = patterns::ringLayout(comm.topology());
+    const int me = ring.pos[comm.rank()];
+    const patterns::HdRole role = patterns::hdRole(n, me);
+    char* tmp = static_cast<char*>(comm.scratch(bytes, 3));
+    Progress pg(comm, "all-reduce (hd)");
+    std::vector<Xfer> xs(2);
+    // Sends `sbytes` from `from` and receives `rbytes` into `into` with one peer at once;
+    // empty directions are skipped on both sides alike.
+    auto exchange = [&](int peerPos, const void* from, size_t sbytes, void* into, size_t rbytes) {
+      xs.assign(2, Xfer{});
+      int peer = ring.order[peerPos];
+      if (rbytes) pg.recv(peer, into, rbytes, &xs[0]);
+      else xs[0].complete = true;
+      if (sbytes) pg.send(peer, from, sbytes, &xs[1]);
+      else xs[1].complete = true;
+      waitXfers(pg, xs);
+    };
+    if (role.vrank < 0) {  // fold in, then wait for the whole result
+      exchange(role.foldPeer, src, bytes, out, bytes);
+      return;
+    }
+    if (role.foldPeer >= 0) {
+      exchange(role.foldPeer, nullptr, 0, tmp, bytes);
+      reduceBuffers(out, src, tmp, a.count, a.dtype, a.op);
+      src = out;
+    }
+    const Blocks blocks = Blocks::split(a.count, role.p2);
+    auto span = [&](patterns::BlockRange r) {
+      size_t lo = blocks.off(r.lo), hi = r.hi < role.p2 ? blocks.off(r.hi) : a.count;
+      return std::make_pair(lo, hi - lo);
+    };
+    const int steps = patterns::hdSteps(n);
+    for (int s = 0; s < steps; ++s) {
+      const int pv = role.vrank ^ (1 << s), peerPos = patterns::hdPosOfVrank(n, pv);
+      auto [keepOff, keepCnt] = span(patterns::hdRangeAfter(role.p2, role.vrank, s + 1));
+      auto [giveOff, giveCnt] = span(patterns::hdRangeAfter(role.p2, pv, s + 1));
+      exchange(peerPos, src + giveOff * es, giveCnt * es, tmp, keepCnt * es);
+      // Lower virtual rank's operand first: the same order the partner would use.
+      if (role.vrank < pv) reduceBuffers(out + keepOff * es, src + keepOff * es, tmp, keepCnt, a.dtype, a.op);
+      else reduceBuffers(out + keepOff * es, tmp, src + keepOff * es, keepCnt, a.dtype, a.op);
+      src = out;
+    }
+    if (a.op == collAvg) {
+      auto [off, cnt] = span(patterns::hdRangeAfter(role.p2, role.vrank, steps));
+      finishAverage(out + off * es, cnt, a.dtype, n);
+    }
+    for (int s = steps - 1; s >= 0; --s) {
+      const int pv = role.vrank ^ (1 << s), peerPos = patterns::hdPosOfVrank(n, pv);
+      auto [mineOff, mineCnt] = span(patterns::hdRangeAfter(role.p2, role.vrank, s + 1));
+      auto [theirOff, theirCnt] = span(patterns::hdRangeAfter(role.p2, pv, s + 1));
+      exchange(peerPos, out + mineOff * es, mineCnt * es, out + theirOff * es, theirCnt * es);
+    }
+    if (role.foldPeer >= 0) exchange(role.foldPeer, out, bytes, nullptr, 0);
+  }
+};
+
+}  // namespace
+
+const Algorithm& hdAllReduce() {
+  static const HdAllReduce algo;
+  return algo;
+}
+
+}  // namespace coll

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The two multi-host targets of the algorithm work, on 2 hosts x 2 ranks:
+#  1. veth shaped to 1 Gbit/s: hierarchical all-reduce of 64 MiB reaches >= 90% of the
+#     link limit (each host must send the buffer once: 2(H-1)/H x 64 MiB at 125 MB/s)
+#     and is >= 1.4x faster than the flat ring;
+#  2. plus 1 ms netem delay: the automatic 8-byte all-reduce takes <= 1.5 ms and is >= 3x
+#     faster than the forced ring.
+#
+#   hier_targets.sh BUILD_DIR
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:?usage: hier_targets.sh BUILD_DIR}
+source "$here/topo_lib.sh"
+tool=$build/perf/all_reduce_perf
+[ -x "$tool" ] || { echo "$tool not built" >&2; exit 2; }
+status=0
+time_of() { topo_run "$1" "$tool" -b "$2" -e "$2" -c 1 -n "$3" -w 2 | perf_times | awk '{print $2}'; }
+
+topo_up --rate 1gbit
+S=$((64 << 20))
+hier=$(time_of hier $S 5)
+ring=$(time_of ring $S 5)
+auto=$(time_of auto $S 5)
+python3 - "$S" "$hier" "$ring" "$auto" <<'PY' || status=1
+import sys
+s, hier, ring, auto = int(sys.argv[1]), *map(float, sys.argv[2:])
+limit_us = s / 125e6 * 1e6  # each host sends s bytes (2(H-1)/H with H = 2) at 1 Gbit/s
+pct = 100 * limit_us / hier
+print(f"64 MiB at 1 Gbit/s: hier {hier/1e3:.1f} ms ({pct:.1f}% of the link limit {limit_us/1e3:.1f} ms), "
+      f"ring {ring/1e3:.1f} ms ({ring/hier:.2f}x), auto {auto/1e3:.1f} ms")
+ok = pct >= 90 and ring / hier >= 1.4
+print("target 1 (>= 90% of link, >= 1.4x ring):", "PASS" if ok else "FAIL")
+sys.exit(0 if ok else 1)
+PY
+"$NETNS_SH" cleanup --prefix "$TOPO_PREFIX" >/dev/null
+
+if ! topo_up --rate 1gbit --delay 1ms 2>"$TOPO_TMP/netem.err"; then
+  echo "target 2: SKIPPED, this kernel cannot delay packets (no sch_netem): $(tail -1 "$TOPO_TMP/netem.err")"
+  exit $status
+fi
+auto=$(time_of auto 8 200)
+ring=$(time_of ring 8 50)
+python3 - "$auto" "$ring" <<'PY' || status=1
+import sys
+auto, ring = map(float, sys.argv[1:])
+print(f"8 B with 1 ms delay: auto {auto/1e3:.3f} ms, ring {ring/1e3:.3f} ms ({ring/auto:.1f}x)")
+ok = auto <= 1500 and ring / auto >= 3
+print("target 2 (<= 1.5 ms, >= 3x ring):", "PASS" if ok else "FAIL")
+sys.exit(0 if ok else 1)
+PY
+exit $status

@@ -1,0 +1,57 @@
+# shellcheck shell=bash
+# Two simulated hosts (network namespaces made by scripts/netns.sh) with two ranks each,
+# for the algorithm-selection benchmarks. Source this file; everything it makes is removed
+# when the script exits.
+#
+#   topo_up [--rate 1gbit] [--delay 1ms]   make hosts h1, h2 joined through a bridge; each
+#                                           host's egress shaped with tbf / netem
+#   topo_run ALGO PROG ARGS...              ranks 0,1 on h1 and 2,3 on h2, started by hand
+#                                           with the COLL_* launch contract; COLL_ALGO=ALGO
+#                                           ("" or "auto": the automatic choice); rank 0's
+#                                           output on stdout
+set -euo pipefail
+
+TOPO_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+NETNS_SH=${NETNS_SH:-$TOPO_HERE/../../scripts/netns.sh}
+TOPO_PREFIX="tp$(($$ % 100000))"
+TOPO_SUBNET=$(($$ % 200 + 30))
+TOPO_TMP=$(mktemp -d /tmp/topo.XXXXXX)
+
+topo_down() {
+  "$NETNS_SH" cleanup --prefix "$TOPO_PREFIX" >/dev/null 2>&1 || true
+  rm -rf "$TOPO_TMP"
+}
+trap topo_down EXIT
+trap 'exit 130' INT TERM
+
+topo_up() {
+  [ "$(id -u)" -eq 0 ] || { echo "topo benchmarks need root (ip netns, tc)" >&2; exit 2; }
+  [ -x "$NETNS_SH" ] || { echo "missing $NETNS_SH" >&2; exit 2; }
+  "$NETNS_SH" create 2 --prefix "$TOPO_PREFIX" --subnet "$TOPO_SUBNET" "$@" >&2
+}
+
+topo_run() {
+  local algo=$1; shift
+  [ "$algo" = auto ] && algo=
+  local secret port pids=() rc=0
+  secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+  port=$((20000 + RANDOM % 20000))
+  for host in 1 2; do
+    for local in 0 1; do
+      local rank=$(((host - 1) * 2 + local))
+      ip netns exec "${TOPO_PREFIX}h$host" env COLL_RANK=$rank COLL_SIZE=4 COLL_LOCAL_RANK=$local \
+        COLL_LOCAL_SIZE=2 COLL_ROOT_ADDR="10.213.$TOPO_SUBNET.1:$port" COLL_JOB_SECRET="$secret" \
+        COLL_HOST_ID="topo-h$host" COLL_SOCKET_IFNAME=veth0 COLL_TIMEOUT="${COLL_TIMEOUT:-120}" \
+        COLL_ALGO="$algo" "$@" >"$TOPO_TMP/rank$rank.log" 2>&1 &
+      pids+=($!)
+    done
+  done
+  for i in 0 1 2 3; do
+    wait "${pids[$i]}" || { rc=$?; echo "rank $i failed (exit $rc):" >&2; tail -5 "$TOPO_TMP/rank$i.log" >&2; }
+  done
+  cat "$TOPO_TMP/rank0.log"
+  return $rc
+}
+
+# Out-of-place time (us) per size from all_reduce_perf output: "size time" lines.
+perf_times() { awk '!/^#/ && NF >= 10 { print $1, $6 }'; }

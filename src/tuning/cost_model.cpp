@@ -1,0 +1,280 @@
+#include "tuning/cost_model.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "algorithms/patterns/hd.hpp"
+#include "algorithms/patterns/layout.hpp"
+#include "algorithms/patterns/tree.hpp"
+#include "core/config.hpp"
+
+namespace coll {
+
+COLL_PARAM(kMsgUs, "COLL_TUNE_MSG_US", "2", "cost model: microseconds of software overhead per message");
+COLL_PARAM(kReduceGBs, "COLL_TUNE_REDUCE_GBS", "4", "cost model: reduction throughput in GB/s");
+COLL_PARAM(kHierSegment, "COLL_HIER_SEGMENT_BYTES", "4M",
+           "hierarchical all-reduce: bytes per segment of its overlapped intra/inter-host phases");
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}  // namespace
+
+CostParams CostParams::fromConfig(const Config& cfg, size_t chunkBytes) {
+  CostParams p;
+  p.msgUs = std::max(0.0, cfg.getDouble(kMsgUs));
+  p.reduceGBs = std::max(0.01, cfg.getDouble(kReduceGBs));
+  p.chunkBytes = std::max<size_t>(64, chunkBytes);
+  p.hierSegmentBytes = std::max<size_t>(4096, cfg.getSize(kHierSegment));
+  return p;
+}
+
+Hop flowsHop(const JobTopo& job, const std::vector<std::pair<int, int>>& flows) {
+  Hop h;
+  if (flows.empty()) return Hop{0, 1e9};
+  // Flows leaving or entering a host through its network link share it.
+  std::map<int, int> out, in;
+  for (auto [a, b] : flows)
+    if (job.hostOf(a) != job.hostOf(b)) {
+      ++out[job.hostOf(a)];
+      ++in[job.hostOf(b)];
+    }
+  h.latUs = 0;
+  for (auto [a, b] : flows) {
+    RankLink l = job.link(a, b);
+    double share = 1;
+    if (l.cls == PathClass::Network) share = std::max(out[job.hostOf(a)], in[job.hostOf(b)]);
+    h.latUs = std::max(h.latUs, l.latUs);
+    h.bwGBs = std::min(h.bwGBs, std::max(1e-6, l.bwGBs) / share);
+  }
+  return h;
+}
+
+int hierSegments(size_t bytes, const CostParams& p) {
+  size_t g = (bytes + p.hierSegmentBytes - 1) / p.hierSegmentBytes;
+  return static_cast<int>(std::clamp<size_t>(g, 1, 256));
+}
+
+// ---- hierarchical all-reduce ----
+
+HierModel::HierModel(const JobTopo& job, const CostParams& p) : p_(p) {
+  patterns::HierLayout lay = patterns::hierLayout(job, 0);
+  hosts_ = lay.nhosts();
+  uniform_ = lay.uniform;
+  std::vector<std::pair<int, int>> intra, inter, fan;
+  for (int h = 0; h < hosts_; ++h) {
+    const auto& row = lay.grid[h];
+    local_ = std::max(local_, static_cast<int>(row.size()));
+    for (size_t i = 0; row.size() > 1 && i < row.size(); ++i) intra.push_back({row[i], row[(i + 1) % row.size()]});
+    for (int r : row)
+      if (r != lay.leaders[h]) fan.push_back({r, lay.leaders[h]});
+  }
+  for (int i = 0; uniform_ && hosts_ > 1 && i < local_; ++i)
+    for (int h = 0; h < hosts_; ++h) inter.push_back({lay.grid[h][i], lay.grid[(h + 1) % hosts_][i]});
+  intra_ = flowsHop(job, intra);
+  inter_ = flowsHop(job, inter);
+  fan_ = flowsHop(job, fan);
+  // Recursive doubling among the leaders, as groupRdAllReduce runs it.
+  const int p2 = hosts_ > 0 ? static_cast<int>(std::bit_floor(static_cast<unsigned>(hosts_))) : 1;
+  std::vector<std::pair<int, int>> fold;
+  for (int h = p2; h < hosts_; ++h) fold.push_back({lay.leaders[h], lay.leaders[h - p2]});
+  if (!fold.empty()) leaderRounds_.push_back(flowsHop(job, fold));
+  for (int mask = 1; mask < p2; mask <<= 1) {
+    std::vector<std::pair<int, int>> round;
+    for (int h = 0; h < p2; ++h) round.push_back({lay.leaders[h], lay.leaders[h ^ mask]});
+    leaderRounds_.push_back(flowsHop(job, round));
+  }
+  if (!fold.empty()) leaderRounds_.push_back(leaderRounds_.front());
+}
+
+double HierModel::ringsUs(size_t bytes) const {
+  if (!usable() || !uniform_) return kInf;
+  const double L = local_, H = hosts_, o = p_.msgUs, red = 1.0 / (p_.reduceGBs * 1e3);
+  const int g = hierSegments(bytes, p_);
+  const double seg = static_cast<double>(bytes) / g;
+  auto chunks = [&](double b) { return std::max(1.0, std::ceil(b / p_.chunkBytes)); };
+  // One segment's intra-host reduce-scatter and all-gather, and its inter-host all-reduce.
+  double rs = 0, ag = 0;
+  if (L > 1) {
+    double blk = seg / L;
+    rs = (L - 1) * (intra_.latUs + chunks(blk) * o + intra_.wire(blk) + blk * red);
+    ag = (L - 1) * (intra_.latUs + chunks(blk) * o + intra_.wire(blk));
+  }
+  double col = seg / L, sub = col / H;
+  // Across hosts the kernel moves the bytes while this rank reduces the previous chunk.
+  double ar = 2 * (H - 1) * (inter_.latUs + chunks(sub) * o) + std::max(2 * (H - 1) * inter_.wire(sub), (H - 1) * sub * red);
+  // The intra-host ring works on segment s+1 and s-1 while segment s crosses hosts.
+  return rs + ar + ag + (g - 1) * std::max(rs + ag, ar);
+}
+
+double HierModel::leadersUs(size_t bytes) const {
+  if (!usable()) return kInf;
+  const double s = static_cast<double>(bytes), o = p_.msgUs, red = s / (p_.reduceGBs * 1e3);
+  double t = 0;
+  if (local_ > 1) {
+    t += fan_.latUs + (local_ - 1) * (o + fan_.wire(s) + red);  // gather and reduce at the leader
+    t += fan_.latUs + (local_ - 1) * (o + fan_.wire(s));        // send the result back
+  }
+  for (const Hop& h : leaderRounds_) t += h.time(s) + o + red;
+  return t;
+}
+
+// ---- the whole model ----
+
+namespace {
+
+std::vector<std::pair<int, int>> ringFlows(const std::vector<int>& order) {
+  std::vector<std::pair<int, int>> f;
+  for (size_t i = 0; order.size() > 1 && i < order.size(); ++i) f.push_back({order[i], order[(i + 1) % order.size()]});
+  return f;
+}
+
+// Halving steps over positions mapped to ranks by `order`: masks in the given sequence.
+std::vector<Hop> hdHops(const JobTopo& job, const std::vector<int>& order, const std::vector<int>& masks,
+                        Hop* fold, bool* folds) {
+  const int n = static_cast<int>(order.size());
+  patterns::HdRole role = patterns::hdRole(n, 0);
+  std::vector<std::pair<int, int>> f;
+  for (int i = 0; i < role.rem; ++i) f.push_back({order[2 * i + 1], order[2 * i]});
+  *fold = flowsHop(job, f);
+  *folds = role.rem > 0;
+  std::vector<Hop> hops;
+  for (int m : masks) {
+    std::vector<std::pair<int, int>> step;
+    for (int v = 0; v < role.p2; ++v)
+      step.push_back({order[patterns::hdPosOfVrank(n, v)], order[patterns::hdPosOfVrank(n, v ^ m)]});
+    hops.push_back(flowsHop(job, step));
+  }
+  return hops;
+}
+
+}  // namespace
+
+CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nranks()), hier_(job, p) {
+  const int n = n_;
+  patterns::RingLayout ring = patterns::ringLayout(job), ident = patterns::identityLayout(n);
+  ringRank_ = flowsHop(job, ringFlows(ident.order));
+  // Recursive doubling in rank order, as algorithms/allreduce/rd.cpp runs it.
+  const int p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
+  std::vector<std::pair<int, int>> fold;
+  for (int r = p2; r < n; ++r) fold.push_back({r, r - p2});
+  if (!fold.empty()) rdRounds_.push_back(flowsHop(job, fold));
+  for (int mask = 1; mask < p2; mask <<= 1) {
+    std::vector<std::pair<int, int>> round;
+    for (int r = 0; r < p2; ++r) round.push_back({r, r ^ mask});
+    rdRounds_.push_back(flowsHop(job, round));
+  }
+  std::vector<int> up, down;
+  for (int m = 1; m < p2; m <<= 1) up.push_back(m);
+  down.assign(up.rbegin(), up.rend());
+  hdSteps_ = hdHops(job, ring.order, up, &hdFold_, &hdFolds_);
+  hdRankSteps_ = hdHops(job, ident.order, down, &hdRankFold_, &hdRankFolds_);
+  std::vector<std::pair<int, int>> treeEdges, rootedEdges;
+  for (int t = 0; t < 2; ++t)
+    for (int pos = 0; pos < n; ++pos) {
+      patterns::TreeNode node = patterns::dtreeNode(n, t, pos);
+      if (node.parent >= 0) treeEdges.push_back({ring.order[pos], ring.order[node.parent]});
+    }
+  for (int pos = 0; pos < n; ++pos) {
+    patterns::TreeNode node = patterns::rootedTreeNode(n, 0, pos);
+    if (node.parent >= 0) rootedEdges.push_back({ring.order[node.parent], ring.order[pos]});
+  }
+  tree_ = flowsHop(job, treeEdges);
+  rootedTree_ = flowsHop(job, rootedEdges);
+  treeDepth_ = patterns::treeDepth(n);
+  for (int d = 1; d < n; d *= 2) {
+    std::vector<std::pair<int, int>> step;
+    for (int pos = 0; pos < n; ++pos) step.push_back({ring.order[pos], ring.order[(pos - d % n + n) % n]});
+    bruckSteps_.push_back(flowsHop(job, step));
+  }
+}
+
+size_t CostModel::chunksOf(double bytes) const {
+  return static_cast<size_t>(std::max(1.0, std::ceil(bytes / p_.chunkBytes)));
+}
+
+double CostModel::estimate(OpKind kind, const std::string& algo, size_t bytes) const {
+  const double s = static_cast<double>(bytes);
+  if (n_ <= 1) return algo == "ring" || algo == "chain" || algo == "pairwise" ? 0 : kInf;
+  switch (kind) {
+    case OpKind::AllReduce: return allReduce(algo, s);
+    case OpKind::Broadcast:
+    case OpKind::Reduce: return rooted(kind, algo, s);
+    case OpKind::AllGather:
+    case OpKind::ReduceScatter:
+    case OpKind::AllToAll: return gatherScatter(kind, algo, s);
+    default: return kInf;
+  }
+}
+
+double CostModel::allReduce(const std::string& algo, double s) const {
+  const double n = n_, o = p_.msgUs;
+  if (algo == "ring") {
+    // Pipelined: the reduction of one chunk overlaps the transfer of the next.
+    double blk = s / n;
+    return 2 * (n - 1) * (ringRank_.latUs + chunksOf(blk) * o) +
+           std::max(2 * (n - 1) * ringRank_.wire(blk), (n - 1) * reduceUs(blk));
+  }
+  if (algo == "rd") {
+    double t = 0;
+    for (size_t i = 0; i < rdRounds_.size(); ++i) t += rdRounds_[i].time(s) + o + reduceUs(s);
+    return t;
+  }
+  if (algo == "hd") {
+    double t = hdFolds_ ? 2 * (hdFold_.time(s) + o) + reduceUs(s) : 0;
+    double b = s;
+    for (const Hop& h : hdSteps_) {
+      b /= 2;
+      t += 2 * (h.time(b) + o) + reduceUs(b);  // the halving step and its doubling twin
+    }
+    return t;
+  }
+  if (algo == "tree") {
+    double half = s / 2, c = std::min<double>(p_.chunkBytes, half);
+    double fill = 2 * treeDepth_ * (tree_.latUs + o + tree_.wire(c) + reduceUs(c));
+    return fill + chunksOf(half) * (std::max(4 * tree_.wire(c), 2 * reduceUs(c)) + 8 * o);
+  }
+  if (algo == "hier") return hier_.bestUs(static_cast<size_t>(s));
+  return kInf;
+}
+
+double CostModel::rooted(OpKind kind, const std::string& algo, double s) const {
+  const double n = n_, o = p_.msgUs, c = std::min<double>(p_.chunkBytes, s);
+  const double k = chunksOf(s), red = kind == OpKind::Reduce ? reduceUs(c) : 0;
+  if (algo == "chain") return (n - 1) * ringRank_.latUs + (n - 2 + k) * (o + std::max(ringRank_.wire(c), red));
+  if (algo == "tree")
+    return treeDepth_ * (rootedTree_.latUs + o + rootedTree_.wire(c) + 2 * red) +
+           (k - 1) * 2 * (o + std::max(rootedTree_.wire(c), red));
+  return kInf;
+}
+
+double CostModel::gatherScatter(OpKind kind, const std::string& algo, double blk) const {
+  const double n = n_, o = p_.msgUs;
+  const double red = kind == OpKind::ReduceScatter ? reduceUs(blk) : 0;
+  if (algo == "ring" || algo == "pairwise")
+    return (n - 1) * (ringRank_.latUs + chunksOf(blk) * o + std::max(ringRank_.wire(blk), red));
+  if (kind == OpKind::AllGather && algo == "rd") {
+    double t = n * blk / (p_.reduceGBs * 1e3), have = 1;
+    for (const Hop& h : bruckSteps_) {
+      double m = std::min(have, n - have);
+      t += h.time(m * blk) + o;
+      have += m;
+    }
+    return t;
+  }
+  if (kind == OpKind::ReduceScatter && algo == "hd") {
+    double total = n * blk, t = 0;
+    if (hdRankFolds_) t += hdRankFold_.time(total) + o + reduceUs(total) + hdRankFold_.time(blk) + o;
+    double b = total;
+    for (const Hop& h : hdRankSteps_) {
+      b /= 2;
+      t += h.time(b) + o + reduceUs(b);
+    }
+    return t;
+  }
+  return kInf;
+}
+
+}  // namespace coll

@@ -1,0 +1,111 @@
+// The alpha-beta-gamma cost model that picks an algorithm per call.
+//
+// Each algorithm is described by the transfers it makes, stage by stage, over the real
+// ranks of the communicator: a stage costs the worst latency among its concurrent flows
+// plus its bytes over the worst bandwidth, where flows that leave (or enter) one host at
+// the same time share that host's network link. Pipelined algorithms add one message
+// cost per chunk, and overlap the reduction of one chunk with the transfer of the next
+// (the larger of the two counts); step-by-step ones add reduction and transfer. The link figures
+// come from the job topology (src/topology: per path class, NIC speed, user overrides),
+// so the model counts exactly how often each algorithm crosses a slow link.
+//
+// Everything here is a pure function of the topology and the configuration, identical on
+// every rank, so every rank picks the same algorithm without talking to the others.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/op.hpp"
+#include "topology/job.hpp"
+
+namespace coll {
+
+class Config;
+
+// One stage's effective link: latency in microseconds, bandwidth in GB/s (1e3 bytes/us).
+struct Hop {
+  double latUs = 0;
+  double bwGBs = 1e9;
+  double time(double bytes) const { return latUs + bytes / (bwGBs * 1e3); }
+  double wire(double bytes) const { return bytes / (bwGBs * 1e3); }
+};
+
+struct CostParams {
+  double msgUs = 1.0;          // software cost of posting and completing one message
+  double reduceGBs = 4.0;      // reduction throughput of one core
+  size_t chunkBytes = 512 << 10;
+  size_t hierSegmentBytes = 4 << 20;
+  // The model's tunables from cfg; chunkBytes is the pipelined algorithms' chunk
+  // (pipelineChunkBytes(comm), declared with the ring).
+  static CostParams fromConfig(const Config& cfg, size_t chunkBytes);
+};
+
+// The stage made of `flows` (sender, receiver) running at once. Empty: a zero hop.
+Hop flowsHop(const JobTopo& job, const std::vector<std::pair<int, int>>& flows);
+
+// Segments the hierarchical all-reduce splits `bytes` into, so its intra-host and
+// inter-host phases overlap (shared by the algorithm and its cost).
+int hierSegments(size_t bytes, const CostParams& p);
+
+// The hierarchical all-reduce's view of the job: cheap enough (O(ranks)) for the
+// algorithm to rebuild per call when it chooses between its two variants.
+class HierModel {
+ public:
+  HierModel(const JobTopo& job, const CostParams& p);
+  bool usable() const { return hosts_ >= 2; }
+  bool uniform() const { return uniform_; }
+  // Intra-host reduce-scatter, one ring per local index across hosts, intra-host all-gather.
+  double ringsUs(size_t bytes) const;
+  // Reduce to each host's leader, recursive doubling among leaders, broadcast back.
+  double leadersUs(size_t bytes) const;
+  // What the algorithm runs: the leader variant when cheaper or when hosts differ in size.
+  bool useLeaders(size_t bytes) const { return !uniform_ || leadersUs(bytes) <= ringsUs(bytes); }
+  double bestUs(size_t bytes) const { return useLeaders(bytes) ? leadersUs(bytes) : ringsUs(bytes); }
+
+ private:
+  CostParams p_;
+  int hosts_ = 0;
+  int local_ = 1;  // largest host
+  bool uniform_ = true;
+  Hop intra_, inter_, fan_;
+  std::vector<Hop> leaderRounds_;
+};
+
+class CostModel {
+ public:
+  CostModel(const JobTopo& job, const CostParams& p);
+  // Estimated microseconds for algorithm `algo` of collective `kind` on `bytes`: the
+  // buffer (all-reduce, broadcast, reduce), one rank's block (all-gather input, reduce-
+  // scatter output, all-to-all per peer). Infinity for an algorithm the model does not know.
+  double estimate(OpKind kind, const std::string& algo, size_t bytes) const;
+  const CostParams& params() const { return p_; }
+
+ private:
+  double allReduce(const std::string& algo, double s) const;
+  double rooted(OpKind kind, const std::string& algo, double s) const;
+  double gatherScatter(OpKind kind, const std::string& algo, double block) const;
+  double stagesUs(const std::vector<Hop>& hops, const std::vector<double>& bytes, bool reduce) const;
+  double reduceUs(double bytes) const { return bytes / (p_.reduceGBs * 1e3); }
+  size_t chunksOf(double bytes) const;
+
+  CostParams p_;
+  int n_ = 1;
+  Hop ringRank_;                 // rank-order ring (ring, chain algorithms)
+  std::vector<Hop> rdRounds_;    // rank-order recursive doubling: fold, rounds, fold back
+  std::vector<Hop> hdSteps_;     // ring-order halving steps (mask 1, 2, ...)
+  Hop hdFold_;
+  bool hdFolds_ = false;
+  Hop tree_;                     // double binary tree edges
+  Hop rootedTree_;               // broadcast/reduce tree edges (root at position 0)
+  int treeDepth_ = 0;
+  std::vector<Hop> bruckSteps_;  // all-gather dissemination steps over ring order
+  std::vector<Hop> hdRankSteps_; // reduce-scatter halving over rank order (mask p2/2 ... 1)
+  Hop hdRankFold_;
+  bool hdRankFolds_ = false;
+  HierModel hier_;
+};
+
+}  // namespace coll

@@ -1,0 +1,175 @@
+// The cost model on synthetic jobs: how stages share a host's network link, how many
+// slow crossings each algorithm makes, and the choices that follow (latency-bound calls
+// across hosts cross once; large ones go hierarchical; one host stays flat).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "topology/job.hpp"
+#include "tuning/cost_model.hpp"
+
+namespace coll {
+namespace {
+
+const char* const kAllReduce[] = {"ring", "rd", "hd", "tree", "hier"};
+
+// A job whose rank r lives on host hosts[r] (hosts without hardware detail: every
+// inter-host pair is plain Ethernet, every intra-host pair the pessimistic class).
+JobTopo makeJob(const std::vector<std::string>& hosts, LinkTable table = LinkTable::defaults()) {
+  HostTopo t;
+  t.hostname = "n";
+  t.pus = 16;
+  std::vector<RankPlacement> ps;
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    PlacementInput in;
+    in.rank = static_cast<int>(r);
+    in.hostId = hosts[r];
+    in.hostname = hosts[r];
+    in.pid = 100 + static_cast<int>(r);
+    in.cpus = {static_cast<int>(r % 16)};
+    ps.push_back(makePlacement(t, in));
+  }
+  return JobTopo(std::move(ps), table);
+}
+
+std::string best(const CostModel& m, OpKind kind, size_t bytes, const std::vector<const char*>& algos) {
+  std::string b;
+  double c = INFINITY;
+  for (const char* a : algos) {
+    double e = m.estimate(kind, a, bytes);
+    if (e < c) {
+      c = e;
+      b = a;
+    }
+  }
+  return b;
+}
+
+std::vector<const char*> allReduceAlgos() { return {std::begin(kAllReduce), std::end(kAllReduce)}; }
+
+TEST(CostModel, FlowsLeavingAHostShareItsLink) {
+  JobTopo job = makeJob({"A", "A", "B", "B"});
+  const double eth = LinkTable::defaults().ethernet.bwGBs, lat = LinkTable::defaults().ethernet.latUs;
+  Hop one = flowsHop(job, {{0, 2}});
+  EXPECT_DOUBLE_EQ(one.bwGBs, eth);
+  EXPECT_DOUBLE_EQ(one.latUs, lat);
+  Hop two = flowsHop(job, {{0, 2}, {1, 3}});
+  EXPECT_DOUBLE_EQ(two.bwGBs, eth / 2);
+  Hop intra = flowsHop(job, {{0, 1}, {2, 3}});
+  EXPECT_GT(intra.bwGBs, eth);
+  EXPECT_LT(intra.latUs, lat);
+  Hop none = flowsHop(job, {});
+  EXPECT_EQ(none.latUs, 0);
+}
+
+TEST(CostModel, TinyAllReduceAcrossTwoHostsCrossesOnce) {
+  JobTopo job = makeJob({"A", "A", "B", "B"});
+  CostModel m(job, CostParams{});
+  const double lat = LinkTable::defaults().ethernet.latUs;
+  const std::string b = best(m, OpKind::AllReduce, 8, allReduceAlgos());
+  const double t = m.estimate(OpKind::AllReduce, b, 8);
+  EXPECT_TRUE(b == "rd" || b == "hier") << b;
+  EXPECT_LT(t, 2 * lat) << b << ": one crossing each way, in parallel";
+  // The ring crosses on every one of its 2(n-1) steps.
+  EXPECT_GE(m.estimate(OpKind::AllReduce, "ring", 8), 6 * lat);
+  EXPECT_LT(3 * t, m.estimate(OpKind::AllReduce, "ring", 8));
+}
+
+TEST(CostModel, LargeAllReduceAcrossHostsIsHierarchical) {
+  JobTopo job = makeJob({"A", "A", "B", "B"});
+  CostModel m(job, CostParams{});
+  const size_t s = 64 << 20;
+  EXPECT_EQ(best(m, OpKind::AllReduce, s, allReduceAlgos()), "hier");
+  // Each host sends the buffer once instead of the ring's 1.5 times.
+  const double wire = s / (LinkTable::defaults().ethernet.bwGBs * 1e3);
+  const double hier = m.estimate(OpKind::AllReduce, "hier", s), ring = m.estimate(OpKind::AllReduce, "ring", s);
+  EXPECT_GT(hier, wire);
+  EXPECT_LT(hier, 1.1 * wire);
+  EXPECT_GT(ring / hier, 1.4);
+  HierModel hm(job, CostParams{});
+  EXPECT_FALSE(hm.useLeaders(s));
+  EXPECT_TRUE(hm.useLeaders(8));
+}
+
+TEST(CostModel, OneHostStaysFlat) {
+  JobTopo job = makeJob(std::vector<std::string>(8, "A"));
+  CostModel m(job, CostParams{});
+  EXPECT_EQ(m.estimate(OpKind::AllReduce, "hier", 1024), INFINITY);
+  EXPECT_EQ(best(m, OpKind::AllReduce, 8, allReduceAlgos()), "rd");
+  std::string large = best(m, OpKind::AllReduce, 256 << 20, allReduceAlgos());
+  EXPECT_TRUE(large == "ring" || large == "hd") << large;
+  EXPECT_GT(m.estimate(OpKind::AllReduce, "rd", 256 << 20), 2 * m.estimate(OpKind::AllReduce, large, 256 << 20));
+}
+
+TEST(CostModel, EstimatesGrowWithSize) {
+  for (auto hosts : {std::vector<std::string>{"A", "A", "B", "B"}, std::vector<std::string>{"A", "B", "C"},
+                     std::vector<std::string>(7, "A")}) {
+    JobTopo job = makeJob(hosts);
+    CostModel m(job, CostParams{});
+    for (OpKind k : {OpKind::AllReduce, OpKind::Broadcast, OpKind::Reduce, OpKind::AllGather, OpKind::ReduceScatter})
+      for (const char* a : {"ring", "rd", "hd", "tree", "hier", "chain"}) {
+        double prev = 0;
+        for (size_t b = 1; b <= (size_t(1) << 30); b *= 4) {
+          double e = m.estimate(k, a, b);
+          if (std::isinf(e)) break;
+          EXPECT_GE(e, prev) << opKindName(k) << " " << a << " at " << b;
+          EXPECT_GT(e, 0);
+          prev = e;
+        }
+      }
+  }
+}
+
+TEST(CostModel, InterleavedHostsMakeTheRankOrderRingCrossMore) {
+  JobTopo contiguous = makeJob({"A", "A", "B", "B"}), interleaved = makeJob({"A", "B", "A", "B"});
+  CostModel c(contiguous, CostParams{}), i(interleaved, CostParams{});
+  const size_t s = 16 << 20;
+  // Rank order 0,1,2,3 now crosses hosts on every edge: two flows share each host's link.
+  EXPECT_GT(i.estimate(OpKind::AllReduce, "ring", s), 1.5 * c.estimate(OpKind::AllReduce, "ring", s));
+  // The hierarchical layout follows hosts, not ranks.
+  EXPECT_NEAR(i.estimate(OpKind::AllReduce, "hier", s), c.estimate(OpKind::AllReduce, "hier", s),
+              1e-6 * c.estimate(OpKind::AllReduce, "hier", s));
+}
+
+TEST(CostModel, UnevenHostsOnlyHaveTheLeaderVariant) {
+  JobTopo job = makeJob({"A", "A", "B", "C", "C"});
+  HierModel hm(job, CostParams{});
+  EXPECT_TRUE(hm.usable());
+  EXPECT_FALSE(hm.uniform());
+  EXPECT_EQ(hm.ringsUs(1 << 20), INFINITY);
+  EXPECT_TRUE(hm.useLeaders(64 << 20));
+  EXPECT_LT(hm.leadersUs(1 << 20), INFINITY);
+}
+
+TEST(CostModel, UserLinkFiguresChangeTheEstimate) {
+  Config cfg = Config::fromEnv();
+  cfg.set("COLL_TOPO_LINK_BW", "ethernet=0.125");
+  JobTopo slow = makeJob({"A", "A", "B", "B"}, LinkTable::fromConfig(cfg)), fast = makeJob({"A", "A", "B", "B"});
+  const size_t s = 64 << 20;
+  double ts = CostModel(slow, CostParams{}).estimate(OpKind::AllReduce, "hier", s);
+  double tf = CostModel(fast, CostParams{}).estimate(OpKind::AllReduce, "hier", s);
+  EXPECT_NEAR(ts / tf, 10.0, 1.0);
+  EXPECT_GT(ts, s / (0.125 * 1e3));
+}
+
+TEST(CostModel, SegmentsAndParams) {
+  CostParams p;
+  p.hierSegmentBytes = 4 << 20;
+  EXPECT_EQ(hierSegments(1, p), 1);
+  EXPECT_EQ(hierSegments(4 << 20, p), 1);
+  EXPECT_EQ(hierSegments((4 << 20) + 1, p), 2);
+  EXPECT_EQ(hierSegments(size_t(1) << 40, p), 256);
+  Config cfg = Config::fromEnv();
+  cfg.set("COLL_TUNE_MSG_US", "3.5");
+  cfg.set("COLL_HIER_SEGMENT_BYTES", "1M");
+  CostParams q = CostParams::fromConfig(cfg, 4096);
+  EXPECT_DOUBLE_EQ(q.msgUs, 3.5);
+  EXPECT_EQ(q.chunkBytes, 4096u);
+  EXPECT_EQ(q.hierSegmentBytes, size_t(1) << 20);
+}
+
+}  // namespace
+}  // namespace coll

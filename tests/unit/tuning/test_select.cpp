@@ -1,0 +1,105 @@
+// The selector with a real communicator: COLL_ALGO forcing and its fallback, and tuner
+// plugins (the example table plugin, and the loader's errors for broken ones).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "../collectives/harness.hpp"
+#include "core/handles.hpp"
+#include "tuning/select.hpp"
+
+using namespace testing_coll;
+
+namespace {
+
+std::string chosen(collComm_t handle, coll::OpKind kind, size_t count) {
+  const coll::Comm& comm = *coll::liveComm(handle).impl;
+  coll::Selector sel(comm.config());
+  coll::OpArgs args;
+  args.kind = kind;
+  args.count = count;
+  args.dtype = collFloat32;
+  return sel.select(comm, args).name();
+}
+
+TEST(Select, ForcedAlgorithmsAndFallback) {
+  {
+    // A later item wins: "hd" replaces the all-reduce part of "rd".
+    ScopedEnv algo("COLL_ALGO", "rd,allreduce:hd,broadcast:tree");
+    Job job(3);
+    ASSERT_TRUE(job.ok());
+    EXPECT_EQ(chosen(job.comm(0), coll::OpKind::AllReduce, 1), "hd");
+    EXPECT_EQ(chosen(job.comm(0), coll::OpKind::AllReduce, 1 << 24), "hd");
+    EXPECT_EQ(chosen(job.comm(0), coll::OpKind::Broadcast, 1 << 20), "tree");
+    EXPECT_EQ(chosen(job.comm(0), coll::OpKind::AllGather, 1 << 20), "rd");
+  }
+  // One host does not support "hier": the model's choice stands.
+  ScopedEnv algo("COLL_ALGO", "allreduce:hier");
+  Job job(3);
+  ASSERT_TRUE(job.ok());
+  std::string ar = chosen(job.comm(0), coll::OpKind::AllReduce, 1);
+  EXPECT_NE(ar, "hier");
+  EXPECT_FALSE(ar.empty());
+}
+
+TEST(Select, BadForcingIsAnError) {
+  for (const char* bad : {"allreduce:nope", "nope", "everything:ring"}) {
+    ScopedEnv algo("COLL_ALGO", bad);
+    collComm_t comm = nullptr;
+    collUniqueId id;
+    ASSERT_EQ(collGetUniqueId(&id), collSuccess);
+    EXPECT_EQ(collCommInitRank(&comm, 1, id, 0), collInvalidArgument) << bad;
+    EXPECT_NE(std::string(collGetLastError(nullptr)).find("COLL_ALGO"), std::string::npos);
+  }
+}
+
+TEST(Select, TablePluginOverridesTheModel) {
+  ScopedEnv plugin("COLL_TUNER_PLUGIN", TUNER_TABLE_SO);
+  ScopedEnv table("COLL_TUNER_TABLE", "allreduce:0-1K=tree;allreduce:1K-=rd;broadcast:0-=tree;reduce:0-=nosuch");
+  Job job(4);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(chosen(job.comm(1), coll::OpKind::AllReduce, 8), "tree");    // 32 bytes
+  EXPECT_EQ(chosen(job.comm(1), coll::OpKind::AllReduce, 1 << 20), "rd");  // 4 MiB
+  EXPECT_EQ(chosen(job.comm(1), coll::OpKind::Broadcast, 1 << 20), "tree");
+  // A rule naming an unknown algorithm leaves the model's choice.
+  std::string red = chosen(job.comm(1), coll::OpKind::Reduce, 100);
+  EXPECT_TRUE(red == "chain" || red == "tree") << red;
+  // And the collectives still compute the right thing.
+  job.run([&](int r, collComm_t comm) {
+    std::vector<float> v(5000, static_cast<float>(r + 1));
+    EXPECT_EQ(collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, comm, nullptr), collSuccess);
+    EXPECT_EQ(v[4999], 10.0f);
+  });
+}
+
+TEST(Select, PluginErrorsAreReported) {
+  struct Case {
+    const char* path;
+    const char* fragment;
+  } cases[] = {{"/nonexistent/libtuner.so", "cannot be loaded"},
+               {TUNER_BAD_VERSION_SO, "interface version 99"},
+               {"libc.so.6", "does not export collTunerPlugin_v1"}};
+  for (const Case& c : cases) {
+    ScopedEnv plugin("COLL_TUNER_PLUGIN", c.path);
+    collComm_t comm = nullptr;
+    collUniqueId id;
+    ASSERT_EQ(collGetUniqueId(&id), collSuccess);
+    EXPECT_EQ(collCommInitRank(&comm, 1, id, 0), collInvalidArgument) << c.path;
+    std::string msg = collGetLastError(nullptr);
+    EXPECT_NE(msg.find(c.fragment), std::string::npos) << msg;
+    EXPECT_NE(msg.find("COLL_TUNER_PLUGIN"), std::string::npos) << msg;
+  }
+  // A plugin whose init fails is skipped with a warning: the model decides.
+  ScopedEnv plugin("COLL_TUNER_PLUGIN", TUNER_BAD_INIT_SO);
+  Job job(2);
+  ASSERT_TRUE(job.ok());
+  std::string ar = chosen(job.comm(0), coll::OpKind::AllReduce, 8);
+  EXPECT_FALSE(ar.empty());
+  job.run([&](int r, collComm_t comm) {
+    int v = r + 1;
+    EXPECT_EQ(collAllReduce(&v, &v, 1, collInt32, collSum, comm, nullptr), collSuccess);
+    EXPECT_EQ(v, 3);
+  });
+}
+
+}  // namespace

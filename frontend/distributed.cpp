@@ -1,0 +1,109 @@
+#include "distributed.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace collective::frontend {
+
+hvd::Tensor hvdView(Tensor& t) {
+  return hvd::Tensor{t.data(), collFloat32, t.shape(),
+                     t.device() == Device::CPU ? hvd::Device::cpu() : hvd::Device::cuda(0)};
+}
+
+DistributedOptimizer::DistributedOptimizer(Sequential& model, Sgd& sgd, hvd::Context& ctx,
+                                           hvd::Compression compression)
+    : DistributedOptimizer(model, sgd, ctx, compression,
+                           compression.kind == hvd::Compressor::TopK) {}
+
+DistributedOptimizer::DistributedOptimizer(Sequential& model, Sgd& sgd, hvd::Context& ctx,
+                                           hvd::Compression compression, bool momentumCorrection)
+    : model_(model), sgd_(sgd), ctx_(ctx), fold_(momentumCorrection) {
+  opts_.op = hvd::ReduceOp::Average;
+  opts_.compression = compression;
+  denseOpts_.op = hvd::ReduceOp::Average;
+  model_.setGradReadyHook([this](Module& layer) {
+    for (Param* p : layer.parameters()) submit(*p);
+  });
+}
+
+DistributedOptimizer::~DistributedOptimizer() {
+  model_.setGradReadyHook({});
+  // Gradients still in flight point into the model: let them finish before it goes.
+  for (auto& h : pending_) {
+    try {
+      h.wait();
+    } catch (const std::exception&) {
+      // Already failing (shutdown or a peer died); nothing useful to do in a destructor.
+    }
+  }
+}
+
+void DistributedOptimizer::submit(Param& p) {
+  if (std::find(submitted_.begin(), submitted_.end(), &p) != submitted_.end()) return;
+  if (fold_) {
+    const auto& all = sgd_.params();
+    const auto at = std::find(all.begin(), all.end(), &p);
+    COLL_CHECK_ARG(at != all.end(), "DistributedOptimizer: '", p.name,
+                   "' is not a parameter of the optimizer");
+    sgd_.foldMomentum(static_cast<size_t>(at - all.begin()));
+  }
+  hvd::Tensor view = hvdView(p.grad);
+  const bool compress = p.grad.numel() >= kMinCompressedElements;
+  pending_.push_back(ctx_.allreduce_async(view, view, p.name, compress ? opts_ : denseOpts_));
+  submitted_.push_back(&p);
+}
+
+void DistributedOptimizer::step() {
+  // A parameter whose layer the hook never reported (not in the model's chain) still
+  // has to be averaged, or ranks would diverge.
+  for (Param* p : sgd_.params()) submit(*p);
+  for (auto& h : pending_) h.wait();
+  pending_.clear();
+  submitted_.clear();
+  if (fold_)
+    sgd_.stepFolded();
+  else
+    sgd_.step();
+}
+
+namespace {
+
+using NamedView = std::pair<std::string, hvd::Tensor>;
+
+void broadcastAll(const std::vector<NamedView>& tensors, hvd::Context& ctx, int root) {
+  COLL_CHECK_ARG(root >= 0 && root < ctx.size(), "broadcast root ", root, " outside [0, ",
+                 ctx.size(), ")");
+  std::vector<hvd::Handle> handles;
+  handles.reserve(tensors.size());
+  for (const auto& [name, view] : tensors)
+    handles.push_back(ctx.broadcast_async(view, view, root, "broadcast." + name));
+  for (auto& h : handles) h.wait();
+}
+
+}  // namespace
+
+void broadcastParameters(Sequential& model, hvd::Context& ctx, int root) {
+  std::vector<NamedView> all;
+  for (Param* p : model.parameters()) all.emplace_back(p->name, hvdView(p->value));
+  for (Buffer* b : model.buffers()) all.emplace_back(b->name, hvdView(b->value));
+  broadcastAll(all, ctx, root);
+}
+
+void broadcastBuffers(Sequential& model, hvd::Context& ctx, int root) {
+  std::vector<NamedView> all;
+  for (Buffer* b : model.buffers()) all.emplace_back(b->name, hvdView(b->value));
+  broadcastAll(all, ctx, root);
+}
+
+void broadcastOptimizerState(Sgd& sgd, hvd::Context& ctx, int root) {
+  std::vector<NamedView> all;
+  for (Buffer* b : sgd.state()) all.emplace_back(b->name, hvdView(b->value));
+  // The step count decides whether momentum starts from the gradient.
+  int64_t steps = sgd.steps();
+  all.emplace_back("optimizer.steps", hvd::Tensor{&steps, collInt64, {1}, hvd::Device::cpu()});
+  broadcastAll(all, ctx, root);
+  sgd.setSteps(steps);
+}
+
+}  // namespace collective::frontend

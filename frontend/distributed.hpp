@@ -1,0 +1,66 @@
+// Data-parallel training over the hvd engine, in the spirit of hvd.DistributedOptimizer.
+//
+// Compression applies to gradients of at least kMinCompressedElements elements; smaller
+// ones (biases, BatchNorm, small convolutions: ~3% of the reference model's bytes) go
+// dense, as in Deep Gradient Compression: top-k would delay them for many steps while
+// saving next to nothing.
+//
+// Each layer's parameter gradients are handed to the engine (allreduce_async, Average,
+// optional compression) the moment that layer's backward returns, so the reduction of
+// the last layers overlaps the backward of the first ones; step() waits for all of them
+// and then applies the wrapped optimizer. Every rank submits the same names, so the
+// engine's negotiation matches them even if they were submitted in different orders.
+#pragma once
+
+#include <vector>
+
+#include "collective/hvd.hpp"
+#include "sequential.hpp"
+#include "sgd.hpp"
+
+namespace collective::frontend {
+
+class DistributedOptimizer {
+ public:
+  static constexpr int64_t kMinCompressedElements = 16384;
+
+  // Installs itself as model's gradient-ready hook; model and ctx must outlive it.
+  // momentumCorrection: fold momentum into the gradient before the reduction
+  // (Sgd::foldMomentum); the default turns it on for top-k, where it recovers accuracy.
+  DistributedOptimizer(Sequential& model, Sgd& sgd, hvd::Context& ctx,
+                       hvd::Compression compression = hvd::Compression::none());
+  DistributedOptimizer(Sequential& model, Sgd& sgd, hvd::Context& ctx, hvd::Compression compression,
+                       bool momentumCorrection);
+  ~DistributedOptimizer();
+  DistributedOptimizer(const DistributedOptimizer&) = delete;
+  DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
+
+  // Waits for every gradient of this step (submitting any the hook did not see), then
+  // runs the optimizer step.
+  void step();
+  Sgd& sgd() { return sgd_; }
+
+ private:
+  void submit(Param& p);
+
+  Sequential& model_;
+  Sgd& sgd_;
+  hvd::Context& ctx_;
+  hvd::AllreduceOptions opts_;
+  bool fold_;
+  hvd::AllreduceOptions denseOpts_;
+  std::vector<hvd::Handle> pending_;
+  std::vector<Param*> submitted_;
+};
+
+hvd::Tensor hvdView(Tensor& t);
+
+// Rank `root`'s parameters and buffers (BatchNorm running statistics) to every rank.
+void broadcastParameters(Sequential& model, hvd::Context& ctx, int root = 0);
+// Rank `root`'s buffers only: with per-rank BatchNorm the running statistics drift apart,
+// and evaluating every replica with rank 0's keeps them one model (DDP's broadcast_buffers).
+void broadcastBuffers(Sequential& model, hvd::Context& ctx, int root = 0);
+// Rank `root`'s momentum buffers and step count to every rank.
+void broadcastOptimizerState(Sgd& sgd, hvd::Context& ctx, int root = 0);
+
+}  // namespace collective::frontend

@@ -1,0 +1,46 @@
+// A chain of layers. backward() walks it in reverse and reports each layer as soon as
+// its parameter gradients are final, which is when DistributedOptimizer hands them to
+// the fusion engine: reduction of late layers overlaps backward of early ones.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "module.hpp"
+
+namespace collective::frontend {
+
+class Sequential : public Module {
+ public:
+  using GradReadyHook = std::function<void(Module&)>;
+
+  explicit Sequential(std::string name = "model") : Module(std::move(name)) {}
+
+  template <typename Layer, typename... Args>
+  Layer& add(Args&&... args) {
+    auto layer = std::make_unique<Layer>(std::forward<Args>(args)...);
+    Layer& ref = *layer;
+    layers_.push_back(std::move(layer));
+    return ref;
+  }
+
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+  std::vector<Param*> parameters() override;
+  std::vector<Buffer*> buffers() override;
+  void setTraining(bool training) override;
+
+  // Called after each layer's backward (with that layer), last layer first.
+  void setGradReadyHook(GradReadyHook hook) { hook_ = std::move(hook); }
+
+  size_t size() const { return layers_.size(); }
+  Module& layer(size_t i) { return *layers_.at(i); }
+
+ private:
+  std::vector<std::unique_ptr<Module>> layers_;
+  GradReadyHook hook_;
+};
+
+}  // namespace collective::frontend

@@ -1,0 +1,167 @@
+#include "train/options.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <map>
+
+#include "core/error.hpp"
+#include "data/fashion_mnist.hpp"
+
+namespace collective::frontend {
+
+namespace {
+
+int64_t toInt(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  COLL_CHECK_ARG(!v.empty() && *end == '\0', flag, ": '", v, "' is not an integer");
+  return x;
+}
+
+double toDouble(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  COLL_CHECK_ARG(!v.empty() && *end == '\0', flag, ": '", v, "' is not a number");
+  return x;
+}
+
+hvd::Compression toCompression(const std::string& v, const hvd::Compression& old) {
+  hvd::Compression c = old;
+  if (v == "none")
+    c.kind = hvd::Compressor::None;
+  else if (v == "fp16")
+    c.kind = hvd::Compressor::FP16;
+  else if (v == "bf16")
+    c.kind = hvd::Compressor::BF16;
+  else if (v == "int8")
+    c.kind = hvd::Compressor::Int8;
+  else if (v == "topk")
+    c.kind = hvd::Compressor::TopK;
+  else
+    COLL_THROW(collInvalidArgument, "--compression: '", v, "', expected none|fp16|bf16|int8|topk");
+  return c;
+}
+
+}  // namespace
+
+std::string TrainOptions::usage() {
+  return "usage: collectiverun -np R train_fashion_mnist [options]\n"
+         "  --epochs N            epochs to train (2)\n"
+         "  --batch-size N        global batch, split evenly over ranks (64)\n"
+         "  --lr F                learning rate (0.05)\n"
+         "  --lr-schedule S       constant | cosine (annealed to 0 over all epochs) (cosine)\n"
+         "  --momentum F          SGD momentum (0.9)\n"
+         "  --weight-decay F      L2 weight decay (0)\n"
+         "  --sync-bn | --no-sync-bn   batch statistics over all ranks or per rank (on)\n"
+         "  --compression KIND    none|fp16|bf16|int8|topk gradient compression (none)\n"
+         "  --topk-density F      fraction of gradient elements top-k sends (0.01)\n"
+         "  --momentum-correction auto|on|off  fold momentum in before the all-reduce (auto: "
+         "top-k)\n"
+         "  --no-error-feedback   int8/top-k: drop what was not sent\n"
+         "  --seed N              initialisation and shuffling seed (1)\n"
+         "  --data-dir PATH       Fashion-MNIST IDX .gz files (/usr/share/datasets/fashion-mnist)\n"
+         "  --save PATH           checkpoint after every epoch (rank 0 writes)\n"
+         "  --load PATH           resume from a checkpoint\n"
+         "  --train-limit N       use the first N training images only\n"
+         "  --test-limit N        use the first N test images only\n"
+         "  --no-progress         no progress bar, one line per epoch\n"
+         "  --blas-threads N      OpenBLAS threads per rank (1)\n";
+}
+
+TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
+  TrainOptions o;
+  o.dataDir = kFashionMnistDir;
+  using Setter = std::function<void(const std::string&)>;
+  const std::map<std::string, Setter> withValue = {
+      {"--epochs", [&](const std::string& v) { o.epochs = toInt("--epochs", v); }},
+      {"--batch-size", [&](const std::string& v) { o.globalBatch = toInt("--batch-size", v); }},
+      {"--lr", [&](const std::string& v) { o.lr = static_cast<float>(toDouble("--lr", v)); }},
+      {"--momentum",
+       [&](const std::string& v) { o.momentum = static_cast<float>(toDouble("--momentum", v)); }},
+      {"--weight-decay",
+       [&](const std::string& v) {
+         o.weightDecay = static_cast<float>(toDouble("--weight-decay", v));
+       }},
+      {"--lr-schedule", [&](const std::string& v) { o.lrSchedule = v; }},
+      {"--compression",
+       [&](const std::string& v) { o.compression = toCompression(v, o.compression); }},
+      {"--topk-density",
+       [&](const std::string& v) { o.compression.density = toDouble("--topk-density", v); }},
+      {"--momentum-correction", [&](const std::string& v) { o.momentumCorrection = v; }},
+      {"--seed", [&](const std::string& v) { o.seed = static_cast<uint64_t>(toInt("--seed", v)); }},
+      {"--data-dir", [&](const std::string& v) { o.dataDir = v; }},
+      {"--save", [&](const std::string& v) { o.savePath = v; }},
+      {"--load", [&](const std::string& v) { o.loadPath = v; }},
+      {"--train-limit", [&](const std::string& v) { o.trainLimit = toInt("--train-limit", v); }},
+      {"--test-limit", [&](const std::string& v) { o.testLimit = toInt("--test-limit", v); }},
+      {"--blas-threads",
+       [&](const std::string& v) { o.blasThreads = static_cast<int>(toInt("--blas-threads", v)); }},
+  };
+  const std::map<std::string, std::function<void()>> flags = {
+      {"--sync-bn", [&] { o.syncBatchNorm = true; }},
+      {"--no-sync-bn", [&] { o.syncBatchNorm = false; }},
+      {"--no-error-feedback", [&] { o.compression.error_feedback = false; }},
+      {"--no-progress", [&] { o.progress = false; }},
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i], value;
+    const bool inlineValue = arg.find('=') != std::string::npos;
+    if (inlineValue) {
+      value = arg.substr(arg.find('=') + 1);
+      arg = arg.substr(0, arg.find('='));
+    }
+    if (auto f = flags.find(arg); f != flags.end() && !inlineValue) {
+      f->second();
+    } else if (auto s = withValue.find(arg); s != withValue.end()) {
+      if (!inlineValue) {
+        COLL_CHECK_ARG(i + 1 < args.size(), arg, " needs a value");
+        value = args[++i];
+      }
+      s->second(value);
+    } else {
+      COLL_THROW(collInvalidArgument, "unknown option '", args[i], "'\n", usage());
+    }
+  }
+  COLL_CHECK_ARG(o.epochs >= 0, "--epochs ", o.epochs, " must be >= 0");
+  COLL_CHECK_ARG(o.globalBatch > 0, "--batch-size ", o.globalBatch, " must be positive");
+  COLL_CHECK_ARG(o.compression.density > 0 && o.compression.density <= 1, "--topk-density ",
+                 o.compression.density, " must be in (0, 1]");
+  COLL_CHECK_ARG(o.lrSchedule == "constant" || o.lrSchedule == "cosine", "--lr-schedule '",
+                 o.lrSchedule, "', expected constant|cosine");
+  COLL_CHECK_ARG(o.momentumCorrection == "auto" || o.momentumCorrection == "on" ||
+                     o.momentumCorrection == "off",
+                 "--momentum-correction '", o.momentumCorrection, "', expected auto|on|off");
+  COLL_CHECK_ARG(o.blasThreads > 0, "--blas-threads ", o.blasThreads, " must be positive");
+  return o;
+}
+
+float TrainOptions::lrAt(int64_t step, int64_t totalSteps) const {
+  if (lrSchedule != "cosine" || totalSteps <= 0) return lr;
+  const double t = std::min(1.0, static_cast<double>(step) / static_cast<double>(totalSteps));
+  return static_cast<float>(lr * 0.5 * (1.0 + std::cos(M_PI * t)));
+}
+
+bool TrainOptions::useMomentumCorrection() const {
+  if (momentumCorrection == "auto") return compression.kind == hvd::Compressor::TopK;
+  return momentumCorrection == "on";
+}
+
+std::string TrainOptions::compressionName() const {
+  switch (compression.kind) {
+    case hvd::Compressor::None:
+      return "none";
+    case hvd::Compressor::FP16:
+      return "fp16";
+    case hvd::Compressor::BF16:
+      return "bf16";
+    case hvd::Compressor::Int8:
+      return "int8";
+    case hvd::Compressor::TopK:
+      return "topk";
+  }
+  return "?";
+}
+
+}  // namespace collective::frontend

@@ -1,0 +1,44 @@
+// Command-line options of train_fashion_mnist.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collective/hvd.hpp"
+
+namespace collective::frontend {
+
+struct TrainOptions {
+  int64_t epochs = 2;
+  int64_t globalBatch = 64;  // split evenly over the ranks
+  float lr = 0.05f;
+  // "constant", or "cosine": lr * (1 + cos(pi * step / total steps)) / 2, which anneals
+  // to zero at the end of the last epoch.
+  std::string lrSchedule = "cosine";
+  float momentum = 0.9f;
+  float weightDecay = 0.0f;
+  bool syncBatchNorm = true;
+  hvd::Compression compression{};
+  // "auto" (on for top-k), "on" or "off": see DistributedOptimizer / Sgd::foldMomentum.
+  std::string momentumCorrection = "auto";
+  uint64_t seed = 1;
+  std::string dataDir;
+  std::string savePath;    // written by rank 0 after every epoch
+  std::string loadPath;    // read by rank 0 before training, then broadcast
+  int64_t trainLimit = 0;  // > 0: use only the first N training samples
+  int64_t testLimit = 0;
+  int64_t evalBatch = 500;
+  bool progress = true;  // progress bar on rank 0
+  int blasThreads = 1;
+
+  static std::string usage();
+  // Throws coll::Error (collInvalidArgument) naming the bad flag.
+  static TrainOptions parse(const std::vector<std::string>& args);
+  std::string compressionName() const;
+  bool useMomentumCorrection() const;
+  // Learning rate for optimizer step `step` (0-based) of `totalSteps`.
+  float lrAt(int64_t step, int64_t totalSteps) const;
+};
+
+}  // namespace collective::frontend

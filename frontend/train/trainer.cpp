@@ -1,0 +1,170 @@
+#include "train/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+
+#include "checkpoint.hpp"
+#include "comm.hpp"
+#include "core/error.hpp"
+#include "model.hpp"
+#include "train/progress.hpp"
+
+namespace collective::frontend {
+
+Trainer::Trainer(const TrainOptions& options, hvd::Context& ctx, collComm_t aux,
+                 const Dataset& train, const Dataset& test, FILE* log)
+    : o_(options),
+      ctx_(ctx),
+      aux_(aux),
+      train_(train),
+      test_(test),
+      rank_(ctx.rank()),
+      size_(ctx.size()),
+      localBatch_(options.globalBatch / std::max(ctx.size(), 1)),
+      sampler_(train.count, ctx.rank(), ctx.size(), options.seed) {
+  COLL_CHECK_ARG(o_.globalBatch % size_ == 0, "--batch-size ", o_.globalBatch,
+                 " must be a multiple of the number of ranks ", size_);
+  COLL_ENFORCE_EQ(commSize(aux), size_, collInvalidArgument,
+                  "Trainer: aux communicator and engine differ in size");
+  log_ = rank_ == 0 ? log : nullptr;
+  ModelOptions mo;
+  mo.seed = o_.seed;
+  mo.syncBatchNorm = o_.syncBatchNorm;
+  mo.bnComm = aux_;
+  model_ = makeFashionCnn(mo);
+  sgd_ =
+      std::make_unique<Sgd>(model_->parameters(), SgdOptions{o_.lr, o_.momentum, o_.weightDecay});
+  dopt_ = std::make_unique<DistributedOptimizer>(*model_, *sgd_, ctx_, o_.compression,
+                                                 o_.useMomentumCorrection());
+}
+
+Trainer::~Trainer() = default;
+
+int64_t Trainer::restoreOrBroadcast() {
+  int64_t epoch = 0;
+  if (!o_.loadPath.empty() && rank_ == 0) {
+    epoch = loadCheckpoint(o_.loadPath, *model_, *sgd_).epoch;
+    if (log_)
+      std::fprintf(log_, "loaded %s: resuming at epoch %lld\n", o_.loadPath.c_str(),
+                   static_cast<long long>(epoch + 1));
+  }
+  // Every replica starts from rank 0's state, whatever its own seed or file said.
+  broadcastParameters(*model_, ctx_, 0);
+  broadcastOptimizerState(*sgd_, ctx_, 0);
+  hvd::Tensor e{&epoch, collInt64, {1}, hvd::Device::cpu()};
+  ctx_.broadcast_async(e, e, 0, "trainer.start_epoch").wait();
+  return epoch;
+}
+
+EpochResult Trainer::trainEpoch(int64_t epoch) {
+  model_->setTraining(true);
+  const std::vector<int64_t> order = sampler_.indices(epoch);
+  const int64_t steps = sampler_.steps(localBatch_), mine = static_cast<int64_t>(order.size());
+  std::ostringstream label;
+  label << "epoch " << epoch + 1 << "/" << o_.epochs;
+  ProgressBar bar(log_ ? log_ : stdout, log_ != nullptr && o_.progress, label.str(), steps);
+  Tensor x;
+  std::vector<int32_t> labels;
+  double lossSum = 0;
+  int64_t seen = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t begin = s * localBatch_, n = std::min(localBatch_, mine - begin);
+    gatherBatch(train_, std::span(order).subspan(begin, n), x, labels);
+    {
+      Tensor logits = model_->forward(x);
+      lossSum += static_cast<double>(loss_.forward(logits, labels)) * n;
+    }
+    model_->backward(loss_.backward());
+    sgd_->setLr(o_.lrAt(sgd_->steps(), steps * o_.epochs));
+    dopt_->step();
+    seen += n;
+    bar.update(s + 1, seen * size_, lossSum / seen);
+  }
+  EpochResult r;
+  r.epoch = epoch;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double totals[2] = {lossSum, static_cast<double>(seen)};
+  allReduceSum(totals, aux_);
+  r.trainLoss = totals[1] > 0 ? totals[0] / totals[1] : 0.0;
+  r.images = static_cast<int64_t>(totals[1]);
+  bar.finish(r.images, r.trainLoss);
+  return r;
+}
+
+double Trainer::evaluate() {
+  // Per-rank BatchNorm statistics differ; evaluate one model, rank 0's.
+  if (!o_.syncBatchNorm && size_ > 1) broadcastBuffers(*model_, ctx_, 0);
+  model_->setTraining(false);
+  const int64_t total = o_.testLimit > 0 ? std::min(o_.testLimit, test_.count) : test_.count;
+  // Contiguous shards covering every test image: no collective runs inside the loop,
+  // so ranks may take different numbers of batches.
+  const int64_t lo = total * rank_ / size_, hi = total * (rank_ + 1) / size_;
+  std::vector<int64_t> idx;
+  Tensor x;
+  std::vector<int32_t> labels;
+  double counts[2] = {0, static_cast<double>(hi - lo)};
+  for (int64_t b = lo; b < hi; b += o_.evalBatch) {
+    idx.resize(static_cast<size_t>(std::min(o_.evalBatch, hi - b)));
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = b + static_cast<int64_t>(i);
+    gatherBatch(test_, idx, x, labels);
+    counts[0] += static_cast<double>(countCorrect(model_->forward(x), labels));
+  }
+  allReduceSum(counts, aux_);
+  model_->setTraining(true);
+  return counts[1] > 0 ? counts[0] / counts[1] : 0.0;
+}
+
+void Trainer::report(const EpochResult& r) const {
+  if (!log_) return;
+  std::fprintf(log_,
+               "epoch %lld/%lld: train loss %.4f, test accuracy %.2f%%, %.2f s (%.0f img/s)\n",
+               static_cast<long long>(r.epoch + 1), static_cast<long long>(o_.epochs), r.trainLoss,
+               100.0 * r.testAccuracy, r.seconds, r.seconds > 0 ? r.images / r.seconds : 0.0);
+  std::fflush(log_);
+}
+
+void Trainer::summary(const std::vector<EpochResult>& results) const {
+  if (!log_ || results.empty()) return;
+  double total = 0;
+  std::ostringstream secs, accs;
+  for (size_t i = 0; i < results.size(); ++i) {
+    total += results[i].seconds;
+    secs << (i ? "," : "") << results[i].seconds;
+    accs << (i ? "," : "") << results[i].testAccuracy;
+  }
+  const double mean = total / static_cast<double>(results.size());
+  std::fprintf(log_,
+               "summary: %d rank(s), %zu epoch(s), global batch %lld, sync-bn %s, compression %s: "
+               "final test accuracy %.2f%%, mean epoch %.2f s\n",
+               size_, results.size(), static_cast<long long>(o_.globalBatch),
+               o_.syncBatchNorm ? "on" : "off", o_.compressionName().c_str(),
+               100.0 * results.back().testAccuracy, mean);
+  // One machine-readable line for perf/frontend scripts.
+  std::fprintf(log_,
+               "RESULT {\"ranks\": %d, \"global_batch\": %lld, \"sync_bn\": %s, "
+               "\"compression\": \"%s\", \"epoch_seconds\": [%s], \"test_accuracy\": [%s], "
+               "\"mean_epoch_seconds\": %.4f, \"final_test_accuracy\": %.6f}\n",
+               size_, static_cast<long long>(o_.globalBatch), o_.syncBatchNorm ? "true" : "false",
+               o_.compressionName().c_str(), secs.str().c_str(), accs.str().c_str(), mean,
+               results.back().testAccuracy);
+  std::fflush(log_);
+}
+
+std::vector<EpochResult> Trainer::run() {
+  const int64_t first = restoreOrBroadcast();
+  std::vector<EpochResult> results;
+  for (int64_t epoch = first; epoch < o_.epochs; ++epoch) {
+    EpochResult r = trainEpoch(epoch);
+    r.testAccuracy = evaluate();
+    report(r);
+    if (!o_.savePath.empty() && rank_ == 0)
+      saveCheckpoint(o_.savePath, *model_, *sgd_, {epoch + 1, sgd_->steps()});
+    results.push_back(r);
+  }
+  summary(results);
+  return results;
+}
+
+}  // namespace collective::frontend

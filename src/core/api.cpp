@@ -8,6 +8,10 @@
 #include "core/log.hpp"
 #include "core/socket.hpp"
 #include "core/types.hpp"
+#if COLL_HAVE_CUDA
+#include "cuda/op_spec.hpp"
+#include "cuda/runtime.hpp"
+#endif
 
 using namespace coll;
 
@@ -38,14 +42,69 @@ collResult_t initRank(collComm_t* out, int nranks, const UniqueIdData& id, int r
   return collSuccess;
 }
 
+#if COLL_HAVE_CUDA
+// Device buffers, or an explicit stream, make the op stream-ordered: it is staged through
+// the communicator's stream executor and the call returns without waiting.
+bool onStream(const OpArgs& op, collStream_t stream) {
+  return cuda::cudaAvailable() && (stream != nullptr || cuda::usesDeviceMemory(op));
+}
+
+cuda::StreamExecutor& streamsOf(collComm& c) {
+  std::lock_guard<std::mutex> lock(c.streamsMu);
+  if (!c.streams) {
+    Comm* impl = c.impl.get();
+    c.streams = std::make_unique<cuda::StreamExecutor>(
+        cuda::makeCudaBackend(),
+        [impl](const Error& e) { impl->setAsyncError(e.code(), e.what()); },
+        cuda::StreamOptions::fromConfig(impl->config(), impl->timeoutSec()));
+  }
+  return *c.streams;
+}
+
+void enqueueOnStream(collComm& c, const OpArgs& op, collStream_t stream) {
+  Comm* impl = c.impl.get();
+  const cuda::StreamOpSpec spec = cuda::describeOp(op, impl->nranks(), impl->rank());
+  streamsOf(c).enqueue(stream, spec, [impl, op](const cuda::HostView& v) {
+    OpArgs chunk = op;
+    chunk.sendbuf = v.send;
+    chunk.recvbuf = v.recv;
+    chunk.count = v.count;
+    impl->run({chunk});
+  });
+}
+
+// A host-buffer op waits for the device ops issued before it on this communicator, so
+// that every rank runs the communicator's ops in issue order.
+void drainStreams(collComm& c) {
+  cuda::StreamExecutor* exec;
+  {
+    std::lock_guard<std::mutex> lock(c.streamsMu);
+    exec = c.streams.get();
+  }
+  if (exec && exec->pending() > 0 && !exec->waitIdle(c.impl->timeoutSec()))
+    COLL_THROW(collTimeout, "device-buffer collectives issued earlier on this communicator did not "
+               "finish within ", c.impl->timeoutSec(), " s (is their stream blocked?)");
+}
+#endif
+
 // Validates, then runs or defers (inside a group) one blocking operation.
 collResult_t issue(const char* fn, collComm_t comm, const OpArgs& op, collStream_t stream) {
   return guarded(comm, fn, [&] {
     collComm& c = liveComm(comm);
     validateOp(*c.impl, op, stream);
-    if (groupDefer(c, op)) return;
-    if (op.isP2P() && op.root == c.impl->rank())
+    if (op.isP2P() && op.root == c.impl->rank() && !groupActive())
       COLL_THROW(collInvalidUsage, "send/recv with self outside a group would never complete");
+#if COLL_HAVE_CUDA
+    if (onStream(op, stream)) {
+      if (groupActive())
+        COLL_THROW(collInvalidUsage, "device buffers and streams are not supported inside "
+                   "collGroupStart/collGroupEnd; issue these operations outside the group");
+      enqueueOnStream(c, op, stream);
+      return;
+    }
+    drainStreams(c);
+#endif
+    if (groupDefer(c, op)) return;
     c.impl->run({op});
   });
 }
@@ -58,6 +117,12 @@ collResult_t issueAsync(const char* fn, collComm_t comm, const OpArgs& op, collR
     validateOp(*c.impl, op, nullptr);
     if (op.isP2P() && op.root == c.impl->rank())
       COLL_THROW(collInvalidUsage, "nonblocking send/recv with self would never complete");
+#if COLL_HAVE_CUDA
+    if (cuda::cudaAvailable() && cuda::usesDeviceMemory(op))
+      COLL_THROW(collInvalidArgument, "nonblocking calls take host buffers; for device buffers "
+                 "use the blocking call with a stream (it is stream-ordered and does not block)");
+    drainStreams(c);
+#endif
     auto r = std::make_unique<collRequest>();
     r->req = c.impl->submit({op});
     r->comm = &c;
@@ -157,6 +222,9 @@ COLL_EXPORT collResult_t collCommDestroy(collComm_t comm) {
     collComm& c = liveComm(comm);
     unregisterHandle(comm);
     std::unique_ptr<collComm> owned(&c);
+#if COLL_HAVE_CUDA
+    owned->streams.reset();  // finishes the device ops already issued (up to the timeout)
+#endif
     owned->impl->destroy();
   });
 }
@@ -166,11 +234,17 @@ COLL_EXPORT collResult_t collCommAbort(collComm_t comm) {
     collComm& c = liveComm(comm);
     unregisterHandle(comm);
     std::unique_ptr<collComm> owned(&c);
+#if COLL_HAVE_CUDA
+    if (owned->streams) owned->streams->abort();  // fails queued device ops at once
+#endif
     try {
       owned->impl->abort("collCommAbort called on rank " + std::to_string(owned->impl->rank()));
     } catch (const std::exception& e) {
       COLL_WARN("abort: %s", e.what());  // abort always succeeds
     }
+#if COLL_HAVE_CUDA
+    owned->streams.reset();
+#endif
   });
 }
 

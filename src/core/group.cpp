@@ -22,6 +22,8 @@ bool groupDefer(collComm& comm, const OpArgs& op) {
   return true;
 }
 
+bool groupActive() { return tlsGroup.depth > 0; }
+
 }  // namespace coll
 
 using namespace coll;

@@ -1,4 +1,7 @@
 #include "core/handles.hpp"
+#if COLL_HAVE_CUDA
+#include "cuda/runtime.hpp"
+#endif
 
 #include <unordered_set>
 
@@ -79,8 +82,14 @@ void validateOp(const Comm& comm, const OpArgs& op, const void* stream) {
     COLL_CHECK_ARG(op.root >= 0 && op.root < n, "root ", op.root, " is out of range [0, ", n, ")");
   if (op.isP2P())
     COLL_CHECK_ARG(op.root >= 0 && op.root < n, "peer ", op.root, " is out of range [0, ", n, ")");
+#if COLL_HAVE_CUDA
+  if (stream && !cuda::cudaAvailable())
+    COLL_THROW(collInvalidArgument, "stream is not NULL, but no CUDA device is usable in this process "
+               "(pass NULL for host buffers)");
+#else
   if (stream)
     COLL_THROW(collInvalidArgument, "stream is not NULL, but this build has no CUDA support (pass NULL for host buffers)");
+#endif
   const size_t es = typeSize(op.dtype);
   const size_t one = mulChecked(op.count, es, "count * element size");
   size_t sendBytes = one, recvBytes = one;

@@ -6,12 +6,22 @@
 #include <mutex>
 #include <string>
 
+#include "coll_config.h"
 #include "collective.h"
 #include "core/comm.hpp"
 #include "core/error.hpp"
+#if COLL_HAVE_CUDA
+#include "cuda/stream_ops.hpp"
+#endif
 
 struct collComm {
   std::unique_ptr<coll::Comm> impl;
+#if COLL_HAVE_CUDA
+  // Stream-ordered collectives on device buffers; made at the first one. Declared after
+  // impl so that it is gone (its worker joined) before the communicator it drives.
+  std::mutex streamsMu;
+  std::unique_ptr<coll::cuda::StreamExecutor> streams;
+#endif
   std::mutex errMu;
   std::string lastError;
 };
@@ -58,6 +68,8 @@ collResult_t guarded(collComm_t comm, const char* fn, F&& body) {
 
 // Group calls (collGroupStart/End) defer operations; true if the op was deferred.
 bool groupDefer(collComm& comm, const OpArgs& op);
+// True between collGroupStart and the matching collGroupEnd on this thread.
+bool groupActive();
 
 // Checks one operation's arguments against the communicator (throws collInvalidArgument).
 void validateOp(const Comm& comm, const OpArgs& op, const void* stream);

@@ -3,7 +3,11 @@
 #include <cstring>
 #include <string>
 
+#include "coll_config.h"
 #include "harness.hpp"
+#if COLL_HAVE_CUDA
+#include "cuda/runtime.hpp"
+#endif
 
 using namespace testing_coll;
 
@@ -58,6 +62,19 @@ TEST_F(BadInput, NullBuffersWithCount) {
   EXPECT_EQ(collSend(nullptr, 4, collFloat32, 0, c_, nullptr), collInvalidArgument);
   // A zero count with null buffers is fine.
   EXPECT_EQ(collAllReduce(nullptr, nullptr, 0, collFloat32, collSum, c_, nullptr), collSuccess);
+}
+
+// Without a CUDA device (or a CUDA build) a stream can only be a mistake.
+TEST_F(BadInput, StreamWithoutCudaDevice) {
+#if COLL_HAVE_CUDA
+  if (coll::cuda::cudaAvailable()) GTEST_SKIP() << "a CUDA device is present";
+#endif
+  auto* bogus = reinterpret_cast<collStream_t>(uintptr_t{0x10});
+  EXPECT_EQ(collAllReduce(a_, b_, 4, collFloat32, collSum, c_, bogus), collInvalidArgument);
+  EXPECT_TRUE(mentions(collGetLastError(c_), "stream"));
+  EXPECT_EQ(collBroadcast(a_, b_, 4, collFloat32, 0, c_, bogus), collInvalidArgument);
+  // The communicator is still usable.
+  EXPECT_EQ(collAllReduce(a_, b_, 4, collFloat32, collSum, c_, nullptr), collSuccess);
 }
 
 TEST_F(BadInput, TypesOpsRootsPeers) {

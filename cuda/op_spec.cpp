@@ -1,0 +1,42 @@
+#include "cuda/op_spec.hpp"
+
+#include "core/error.hpp"
+#include "core/types.hpp"
+
+namespace coll::cuda {
+
+StreamOpSpec specForOp(const OpArgs& op, int nranks, int rank, bool sendOnDevice,
+                       bool recvOnDevice, int device) {
+  COLL_CHECK_ARG(validType(op.dtype), "datatype ", static_cast<int>(op.dtype), " is not a valid collDataType_t");
+  COLL_CHECK_ARG(nranks >= 1 && rank >= 0 && rank < nranks, "rank ", rank, " of ", nranks);
+  const size_t es = typeSize(op.dtype);
+  const size_t one = op.count * es;
+  const size_t all = one * static_cast<size_t>(nranks);
+  size_t sendBytes = 0, recvBytes = 0;
+  bool elementwise = false;
+  switch (op.kind) {
+    case OpKind::AllReduce: sendBytes = recvBytes = one; elementwise = true; break;
+    case OpKind::Broadcast: sendBytes = rank == op.root ? one : 0; recvBytes = one; elementwise = true; break;
+    case OpKind::Reduce: sendBytes = one; recvBytes = rank == op.root ? one : 0; elementwise = true; break;
+    case OpKind::AllGather: sendBytes = one; recvBytes = all; break;
+    case OpKind::ReduceScatter: sendBytes = all; recvBytes = one; break;
+    case OpKind::AllToAll: sendBytes = recvBytes = all; break;
+    case OpKind::Send: sendBytes = one; elementwise = true; break;
+    case OpKind::Recv: recvBytes = one; elementwise = true; break;
+    case OpKind::Barrier: break;
+  }
+  StreamOpSpec s;
+  s.send = op.sendbuf;
+  s.sendBytes = sendBytes;
+  s.sendOnDevice = sendOnDevice;
+  s.recv = op.recvbuf;
+  s.recvBytes = recvBytes;
+  s.recvOnDevice = recvOnDevice;
+  s.count = op.count;
+  s.elemSize = es;
+  s.elementwise = elementwise;
+  s.device = device;
+  return s;
+}
+
+}  // namespace coll::cuda

@@ -1,0 +1,24 @@
+// From a validated collective (OpArgs) to what the stream executor stages: the bytes each
+// side of the op touches on this rank (the rules of validateOp: a broadcast's non-root
+// reads no send buffer, a reduce's non-root writes no receive buffer) and whether the op
+// may be pipelined in element chunks.
+#pragma once
+
+#include "core/op.hpp"
+#include "cuda/stream_plan.hpp"
+
+namespace coll::cuda {
+
+// Pure: the caller says where the buffers live.
+StreamOpSpec specForOp(const OpArgs& op, int nranks, int rank, bool sendOnDevice,
+                       bool recvOnDevice, int device);
+
+// Asks CUDA where the buffers live (isDevicePointer, deviceOfPointer; the current device
+// when neither is device memory) and rejects buffers on two different devices.
+// CUDA builds only.
+StreamOpSpec describeOp(const OpArgs& op, int nranks, int rank);
+
+// True when either buffer of the op is device memory (CUDA builds only).
+bool usesDeviceMemory(const OpArgs& op);
+
+}  // namespace coll::cuda

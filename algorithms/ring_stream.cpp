@@ -12,15 +12,18 @@ namespace coll {
 COLL_PARAM(kChunkBytes, "COLL_CHUNK_BYTES", "512K", "pipeline chunk of ring/chain algorithms");
 COLL_PARAM(kDepth, "COLL_PIPELINE_DEPTH", "4", "chunks in flight per direction in pipelined algorithms");
 
-size_t pipelineChunkBytes(const Comm& comm) {
-  size_t c = comm.config().getSize(kChunkBytes);
+size_t pipelineChunkBytes(const Config& cfg) {
+  size_t c = cfg.getSize(kChunkBytes);
   return c < 64 ? 64 : c;
 }
 
-int pipelineDepth(const Comm& comm) {
-  int64_t d = comm.config().getInt(kDepth);
+int pipelineDepth(const Config& cfg) {
+  int64_t d = cfg.getInt(kDepth);
   return static_cast<int>(std::clamp<int64_t>(d, 1, 64));
 }
+
+size_t pipelineChunkBytes(const Comm& comm) { return comm.hot().chunkBytes; }
+int pipelineDepth(const Comm& comm) { return comm.hot().depth; }
 
 namespace {
 

@@ -3,7 +3,9 @@
 # Open MPI's matching call on the same sizes: our *_perf tool under collectiverun, then
 # perf/peers/mpi_allreduce_bench --coll under mpirun, float data, identical size and
 # busbw conventions. Prints busbw of both and the ratio, with a verdict against
-# --target (default 1.5x) at every size measured.
+# --target (default 1.5x) at every size measured. MPI_Bcast has one buffer, so broadcast
+# is compared with our in-place column (root's buffer is the data, as in MPI); the
+# others with our out-of-place column, as MPI's calls are out of place.
 #
 # usage: perf/compare_collectives.sh BUILD_DIR [--np N] [--tcp] [--target X]
 #                                    [--colls "all_gather reduce_scatter broadcast"]
@@ -34,8 +36,11 @@ if [ $tcp = 1 ]; then
   envs=(env COLL_TRANSPORT=tcp)
   mpiflags=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
 fi
-# "size time_us busbw" from a perf table (out-of-place columns).
-table() { awk '{ sub(/^\[[0-9]+\] /, "") } !/^#/ && NF >= 8 && $1 ~ /^[0-9]+$/ { print $1, $6, $8 }' "$1"; }
+# "size time_us busbw" from a perf table: out-of-place columns, or in-place with "in".
+table() {
+  awk -v inplace="${2:-}" '{ sub(/^\[[0-9]+\] /, "") }
+    !/^#/ && NF >= 8 && $1 ~ /^[0-9]+$/ { if (inplace == "in") print $1, $10, $12; else print $1, $6, $8 }' "$1"
+}
 
 echo "# $np ranks on $(hostname), $(nproc) cores, float; transport: $([ $tcp = 1 ] && echo tcp || echo default)"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -54,8 +59,8 @@ for coll in $colls; do
   mpirun --allow-run-as-root --oversubscribe -np "$np" "${mpiflags[@]}" "$mpibench" --coll "$mpicoll" \
     "${sweep[@]}" >"$out/ompi.log" 2>&1 ||
     { echo "# mpi_allreduce_bench --coll $mpicoll failed:" >&2; tail -5 "$out/ompi.log" >&2; exit 1; }
-  table "$out/ours.log" >"$out/ours.tsv"
-  table "$out/ompi.log" >"$out/ompi.tsv"
+  table "$out/ours.log" "$([ "$coll" = broadcast ] && echo in)" >"$out/ours.tsv"
+  table "$out/ompi.log" >"$out/ompi.tsv"  # the peer prints one time per size (columns 6 and 8)
   # The ratio comes from the times (same size and busbw factor), not the rounded busbw.
   if ! awk -v coll="$coll" -v target="$target" '
     NR == FNR { t[$1] = $2; bw[$1] = $3; next }

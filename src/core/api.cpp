@@ -69,7 +69,7 @@ void enqueueOnStream(collComm& c, const OpArgs& op, collStream_t stream) {
     chunk.sendbuf = v.send;
     chunk.recvbuf = v.recv;
     chunk.count = v.count;
-    impl->run({chunk});
+    impl->run(chunk);
   });
 }
 
@@ -105,7 +105,7 @@ collResult_t issue(const char* fn, collComm_t comm, const OpArgs& op, collStream
     drainStreams(c);
 #endif
     if (groupDefer(c, op)) return;
-    c.impl->run({op});
+    c.impl->run(op);
   });
 }
 

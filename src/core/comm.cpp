@@ -5,12 +5,14 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <span>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/types.hpp"
 #include "core/wait.hpp"
 #include "algorithms/exec.hpp"
+#include "algorithms/ring_stream.hpp"
 #include "topology/exchange.hpp"
 #include "topology/topology.hpp"
 
@@ -21,6 +23,16 @@ COLL_PARAM(kTransport, "COLL_TRANSPORT", "auto", "auto (shm within a host, tcp a
 COLL_PARAM(kHealthMs, "COLL_HEALTH_CHECK_MS", "20", "how often idle waiters ask the bootstrap for failures");
 
 namespace {
+
+Comm::HotParams hotParamsFrom(const Config& cfg) {
+  Comm::HotParams h;
+  const Backoff b(cfg);
+  h.spinCount = b.spinCount();
+  h.maxSleepUs = b.maxSleepUs();
+  h.chunkBytes = pipelineChunkBytes(cfg);
+  h.depth = pipelineDepth(cfg);
+  return h;
+}
 
 void printBannerOnce(const Comm& comm, const std::string& transports) {
   static std::once_flag once;
@@ -49,6 +61,7 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks)
   c->id_ = id;
   c->cfg_ = Config::fromEnv();
   c->timeoutSec_ = static_cast<double>(c->cfg_.getInt(kTimeout));
+  c->hot_ = hotParamsFrom(c->cfg_);
   COLL_CHECK_ARG(c->timeoutSec_ > 0, "COLL_TIMEOUT must be positive (got ", c->timeoutSec_, ")");
   c->selector_ = std::make_unique<Selector>(c->cfg_);
   c->boot_ = Bootstrap::connect(id, rank, nranks, c->timeoutSec_);
@@ -193,7 +206,16 @@ void Comm::run(std::vector<OpArgs> ops) {
     }
   }
   std::lock_guard<std::mutex> exec(execMu_);
-  executeOps(ops);
+  executeOps(ops.data(), ops.size());
+}
+
+void Comm::run(const OpArgs& op) {
+  if (op.isP2P() || asyncError_.load() != collSuccess || pending_.load(std::memory_order_acquire) != 0) {
+    run(std::vector<OpArgs>{op});
+    return;
+  }
+  std::lock_guard<std::mutex> exec(execMu_);
+  executeOps(&op, 1);
 }
 
 std::shared_ptr<Request> Comm::submit(std::vector<OpArgs> ops) {
@@ -202,6 +224,7 @@ std::shared_ptr<Request> Comm::submit(std::vector<OpArgs> ops) {
     std::lock_guard<std::mutex> lock(queueMu_);
     if (stopping_) COLL_THROW(collInvalidUsage, "communicator is being destroyed");
     queue_.push_back(req);
+    pending_.fetch_add(1, std::memory_order_release);
     if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
   }
   queueCv_.notify_one();
@@ -214,7 +237,7 @@ void Comm::runQueued(const std::shared_ptr<Request>& req) {
       COLL_THROW(asyncError_.load(), "communicator is unusable after an earlier error: ",
                  asyncErrorText());
     std::lock_guard<std::mutex> exec(execMu_);
-    executeOps(req->ops);
+    executeOps(req->ops.data(), req->ops.size());
     req->finish(collSuccess, "");
   } catch (const Error& e) {
     req->finish(e.code(), e.what());
@@ -250,6 +273,7 @@ void Comm::runQueuedP2P() {
         while (!queue_.empty() && isP2POnly(*queue_.front())) {
           Active a{queue_.front(), nullptr};
           queue_.pop_front();
+          pending_.fetch_sub(1, std::memory_order_release);
           a.xs.reset(new Xfer[a.req->ops.size()]);
           for (size_t i = 0; i < a.req->ops.size(); ++i) {
             const OpArgs& op = a.req->ops[i];
@@ -300,16 +324,17 @@ void Comm::workerLoop() {
     runQueued(req);
     std::lock_guard<std::mutex> lock(queueMu_);
     queue_.pop_front();
+    pending_.fetch_sub(1, std::memory_order_release);
   }
 }
 
-void Comm::executeOps(std::vector<OpArgs>& ops) {
+void Comm::executeOps(const OpArgs* opsBegin, size_t nops) {
   LogRankScope logScope(rank_);
   try {
     // Collectives run in issue order; point-to-point calls of one batch (a group) are
     // posted together afterwards so that matching sends and receives cannot deadlock.
     std::vector<const OpArgs*> p2p;
-    for (const OpArgs& op : ops) {
+    for (const OpArgs& op : std::span<const OpArgs>(opsBegin, nops)) {
       if (op.isP2P()) {
         p2p.push_back(&op);
         continue;

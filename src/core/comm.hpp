@@ -44,10 +44,22 @@ class Comm {
   uint64_t jobNonce() const { return id_.jobNonce; }
   const UniqueIdData& id() const { return id_; }
   double timeoutSec() const { return timeoutSec_; }
+  // Tunables read on every operation, parsed once when the communicator is made (a
+  // Config lookup costs about as much as an 8-byte all-reduce over shared memory).
+  struct HotParams {
+    int spinCount = 2000;
+    int maxSleepUs = 200;
+    size_t chunkBytes = 512 << 10;
+    int depth = 4;
+  };
+  const HotParams& hot() const { return hot_; }
 
   // Runs operations in issue order. Blocking calls run in the caller's thread unless
   // nonblocking work is queued ahead of them, in which case they queue too and wait.
   void run(std::vector<OpArgs> ops);
+  // One operation: the common case, with no allocation and no queue lock when nothing
+  // nonblocking is queued.
+  void run(const OpArgs& op);
   std::shared_ptr<Request> submit(std::vector<OpArgs> ops);
 
   // For algorithms: the link to a peer (never self).
@@ -71,7 +83,7 @@ class Comm {
   Comm() = default;
   void connectTransports();
   void discoverTopology();
-  void executeOps(std::vector<OpArgs>& ops);
+  void executeOps(const OpArgs* ops, size_t n);
   void executeP2P(const std::vector<const OpArgs*>& ops);
   void runQueued(const std::shared_ptr<Request>& req);
   void runQueuedP2P();
@@ -81,6 +93,9 @@ class Comm {
   int nranks_ = 0;
   UniqueIdData id_;
   double timeoutSec_ = 300;
+  // Requests in queue_ (changed under queueMu_): lets a blocking call skip that lock.
+  std::atomic<size_t> pending_{0};
+  HotParams hot_;
   Config cfg_;
   std::unique_ptr<Bootstrap> boot_;
   std::vector<std::unique_ptr<Transport>> transports_;

@@ -30,7 +30,7 @@ std::vector<uint8_t> allGatherBytes(Comm& comm, const void* mine, size_t bytes) 
   op.recvbuf = all.data();
   op.count = bytes;
   op.dtype = collUint8;
-  comm.run({op});
+  comm.run(op);
   return all;
 }
 

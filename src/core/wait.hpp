@@ -39,6 +39,7 @@ class Backoff {
   bool shouldBlock() const { return n_ > spin_ + 64; }
   // How long one blocking wait may last, in microseconds.
   int maxSleepUs() const { return maxSleepUs_; }
+  int spinCount() const { return spin_; }
 
  private:
   int spin_;

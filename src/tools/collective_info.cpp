@@ -7,6 +7,7 @@
 // Under collectiverun or mpirun (COLL_SIZE or OMPI_COMM_WORLD_SIZE set) the ranks form a
 // communicator, exchange their placements, and rank 0 also prints the hosts, leaders,
 // every rank's placement, the ring order and the algorithm chosen per collective and size.
+#include <stdexcept>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -109,6 +110,10 @@ int runJob(const Args& a, const coll::Config& cfg) {
   // Any failure past this point must not leave the other ranks waiting for this one.
   try {
     printJob(a, cfg, comm);
+    // Rank 0's process hosts the bootstrap root: it must not exit while another rank is
+    // still collecting the topology exchange from it.
+    if (collBarrier(comm) != collSuccess)
+      throw std::runtime_error(std::string("final barrier: ") + collGetLastError(comm));
   } catch (...) {
     collCommAbort(comm);
     throw;

@@ -95,6 +95,26 @@ std::vector<Candidate> Selector::candidates(const Comm& comm, const OpArgs& args
 const Algorithm& Selector::select(const Comm& comm, const OpArgs& args) const {
   auto it = forced_.find(args.kind);
   if (it != forced_.end() && it->second->supports(comm, args)) return *it->second;
+  if (tuner_) return choose(comm, args);
+  const size_t h = (args.count * 0x9E3779B97F4A7C15ull) ^ (static_cast<size_t>(args.kind) << 8) ^
+                   (static_cast<size_t>(args.dtype) << 16) ^ (static_cast<size_t>(args.op) << 24) ^
+                   static_cast<size_t>(args.root);
+  std::atomic<const CachedChoice*>& slot = choices_[(h ^ (h >> 29)) % kChoiceSlots];
+  const CachedChoice* c = slot.load(std::memory_order_acquire);
+  if (c && c->kind == args.kind && c->count == args.count && c->dtype == args.dtype && c->op == args.op &&
+      c->root == args.root)
+    return *c->algo;
+  const Algorithm& algo = choose(comm, args);
+  std::lock_guard<std::mutex> lock(choiceMu_);
+  if (choiceStore_.size() < kMaxChoices) {
+    choiceStore_.push_back(std::make_unique<CachedChoice>(
+        CachedChoice{args.kind, args.count, args.dtype, args.op, args.root, &algo}));
+    slot.store(choiceStore_.back().get(), std::memory_order_release);
+  }
+  return algo;
+}
+
+const Algorithm& Selector::choose(const Comm& comm, const OpArgs& args) const {
   std::vector<Candidate> cands = candidates(comm, args);
   if (cands.empty()) COLL_THROW(collInternalError, "no algorithm supports ", opKindName(args.kind));
   // The cheapest estimate; ties and unknown costs go to the earlier table entry.

@@ -5,6 +5,9 @@
 // algorithm that does not support a call falls back to the default choice.
 #pragma once
 
+#include <array>
+#include <atomic>
+#include <mutex>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +43,25 @@ class Selector {
   const CostModel& model(const Comm& comm) const;
 
   std::map<OpKind, const Algorithm*> forced_;
+  // Recent decisions by call shape (the model's answer depends only on it), so that a
+  // small message does not pay for pricing every algorithm. Unused with a tuner plugin,
+  // which may keep state of its own.
+  // Entries are immutable once published and live as long as the selector, so a lookup
+  // is one atomic load (no lock on the per-call path).
+  struct CachedChoice {
+    OpKind kind;
+    size_t count;
+    collDataType_t dtype;
+    collRedOp_t op;
+    int root;
+    const Algorithm* algo;
+  };
+  static constexpr size_t kChoiceSlots = 64;
+  static constexpr size_t kMaxChoices = 4096;  // distinct shapes cached, at most
+  mutable std::array<std::atomic<const CachedChoice*>, kChoiceSlots> choices_{};
+  mutable std::mutex choiceMu_;  // guards choiceStore_ (inserts only)
+  mutable std::vector<std::unique_ptr<CachedChoice>> choiceStore_;
+  const Algorithm& choose(const Comm& comm, const OpArgs& args) const;
   mutable std::once_flag modelOnce_;
   mutable std::unique_ptr<CostModel> model_;
   std::unique_ptr<TunerPlugin> tuner_;

@@ -24,7 +24,9 @@ class RingAllGather final : public Algorithm {
     if (n == 1) return;
     RingStream rs;
     rs.blocks = Blocks::equal(a.count);
-    rs.base = r;
+    rs.order = comm.ringOrder();  // neighbours by topology; block p is rank order[p]'s
+    rs.blocksFollowRanks = true;
+    rs.base = comm.ringPosition();
     rs.steps = n - 1;
     rs.reduceSteps = 0;
     rs.dt = a.dtype;

@@ -27,7 +27,9 @@ class RingAllReduce final : public Algorithm {
     }
     RingStream rs;
     rs.blocks = Blocks::split(a.count, n);
-    rs.base = comm.rank();
+    // Blocks by ring position: any fixed assignment works for all-reduce.
+    rs.order = comm.ringOrder();
+    rs.base = comm.ringPosition();
     rs.steps = 2 * (n - 1);
     rs.reduceSteps = n - 1;
     rs.dt = a.dtype;

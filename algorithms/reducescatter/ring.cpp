@@ -25,13 +25,15 @@ class RingReduceScatter final : public Algorithm {
     }
     RingStream rs;
     rs.blocks = Blocks::equal(a.count);
-    rs.base = modRank(r - 1, n);  // ends with block r after n-1 steps
+    rs.order = comm.ringOrder();  // neighbours by topology; block p is rank order[p]'s
+    rs.blocksFollowRanks = true;
+    rs.base = modRank(comm.ringPosition() - 1, n);  // ends with block r after n-1 steps
     rs.steps = n - 1;
     rs.reduceSteps = n - 1;
     rs.dt = a.dtype;
     rs.op = a.op;
     rs.local = static_cast<const char*>(a.sendbuf);
-    rs.firstSrc = rs.local + rs.blocks.off(rs.base) * es;
+    rs.firstSrc = rs.local + rs.blocks.off(rs.order ? rs.order[rs.base] : rs.base) * es;
     rs.dstBase = static_cast<char*>(comm.scratch(static_cast<size_t>(n) * a.count * es, 1));
     rs.redirectBlock = r;
     rs.redirectPtr = static_cast<char*>(a.recvbuf);

@@ -14,6 +14,7 @@
 #include "algorithms/exec.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "topology/exchange.hpp"
+#include "topology/job.hpp"
 #include "topology/topology.hpp"
 
 namespace coll {
@@ -91,6 +92,14 @@ void Comm::discoverTopology() {
     local = it->second;
   }
   topo_ = exchangeJobTopo(*boot_, local, LinkTable::fromConfig(cfg_));
+  ringOrder_ = coll::ringOrder(topo_);
+  ringPos_ = rank_;
+  bool identity = true;
+  for (int p = 0; p < nranks_; ++p) {
+    if (ringOrder_[p] != p) identity = false;
+    if (ringOrder_[p] == rank_) ringPos_ = p;
+  }
+  if (identity) ringOrder_.clear();
 }
 
 void Comm::connectTransports() {

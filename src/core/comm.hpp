@@ -41,6 +41,11 @@ class Comm {
   const std::vector<PeerInfo>& peers() const { return boot_->peers(); }
   // Hosts, local ranks, leaders, path classes and ring order of this communicator.
   const JobTopo& topology() const { return topo_; }
+  // The topology's ring order (ranks of a host together, NUMA/PCI/NIC locality; the
+  // same on every rank) for flat rings, or null when it is plain rank order.
+  const int* ringOrder() const { return ringOrder_.empty() ? nullptr : ringOrder_.data(); }
+  // This rank's position in that order (its rank when ringOrder() is null).
+  int ringPosition() const { return ringPos_; }
   uint64_t jobNonce() const { return id_.jobNonce; }
   const UniqueIdData& id() const { return id_; }
   double timeoutSec() const { return timeoutSec_; }
@@ -96,6 +101,8 @@ class Comm {
   // Requests in queue_ (changed under queueMu_): lets a blocking call skip that lock.
   std::atomic<size_t> pending_{0};
   HotParams hot_;
+  std::vector<int> ringOrder_;
+  int ringPos_ = 0;
   Config cfg_;
   std::unique_ptr<Bootstrap> boot_;
   std::vector<std::unique_ptr<Transport>> transports_;

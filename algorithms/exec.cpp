@@ -26,11 +26,12 @@ void Progress::send(int peer, const void* buf, size_t bytes, Xfer* x) {
   comm_.link(peer).postSend(x);
 }
 
-void Progress::recv(int peer, void* buf, size_t bytes, Xfer* x) {
+void Progress::recv(int peer, void* buf, size_t bytes, Xfer* x, bool assist) {
   touch(peer);
   *x = Xfer{};
   x->buf = buf;
   x->bytes = bytes;
+  x->assist = assist;
   comm_.link(peer).postRecv(x);
 }
 

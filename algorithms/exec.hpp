@@ -17,7 +17,8 @@ class Progress {
   Progress(Comm& comm, const char* what);
 
   void send(int peer, const void* buf, size_t bytes, Xfer* x);
-  void recv(int peer, void* buf, size_t bytes, Xfer* x);
+  // assist: see Xfer::assist.
+  void recv(int peer, void* buf, size_t bytes, Xfer* x, bool assist = false);
   // One progress pass over every link this operation has used; true if anything moved.
   bool poll();
   // Progresses until done() holds.

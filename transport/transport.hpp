@@ -30,6 +30,11 @@ struct Xfer {
   size_t bytes = 0;
   size_t done = 0;       // bytes moved so far (written by the transport)
   bool complete = false; // set by the transport when all bytes have moved
+  // Receives: the sender may write part of the message into buf itself, in parallel with
+  // the receiver (shm cooperative single-copy). For receives whose sender would
+  // otherwise just wait (broadcast, send/recv); not where both sides are busy and the
+  // receiver wants the bytes in its own cache (ring reductions).
+  bool assist = false;
 };
 
 class Link {

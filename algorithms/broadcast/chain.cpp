@@ -24,29 +24,38 @@ class ChainBroadcast final : public Algorithm {
     const size_t bytes = a.count * typeSize(a.dtype);
     char* out = static_cast<char*>(a.recvbuf);
     const int pos = modRank(r - a.root, n);
-    if (pos == 0 && a.sendbuf != a.recvbuf) memcpy(out, a.sendbuf, bytes);
+    // Out of place, the root sends from its send buffer and copies that into its own
+    // receive buffer chunk by chunk in between, while the next rank pulls.
+    const bool rootCopy = pos == 0 && a.sendbuf != a.recvbuf;
+    if (rootCopy && n == 1) memcpy(out, a.sendbuf, bytes);
     if (n == 1) return;
+    const char* src = rootCopy ? static_cast<const char*>(a.sendbuf) : out;
     const size_t chunk = pipelineChunkBytes(comm);
     const size_t depth = static_cast<size_t>(pipelineDepth(comm));
     const size_t nchunks = (bytes + chunk - 1) / chunk;
     const bool sends = pos != n - 1, recvs = pos != 0;
     const int next = (r + 1) % n, prev = modRank(r - 1, n);
     std::vector<Xfer> sx(depth), rx(depth);
-    size_t sPosted = 0, sDone = 0, rPosted = 0, rDone = 0;
+    size_t sPosted = 0, sDone = 0, rPosted = 0, rDone = 0, copied = rootCopy ? 0 : nchunks;
     const size_t sTotal = sends ? nchunks : 0, rTotal = recvs ? nchunks : 0;
     auto len = [&](size_t k) { return std::min(chunk, bytes - k * chunk); };
     Progress pg(comm, "broadcast (chain)");
-    while (sDone < sTotal || rDone < rTotal) {
+    while (sDone < sTotal || rDone < rTotal || copied < nchunks) {
       bool acted = false;
       while (rPosted < rTotal && rPosted - rDone < depth) {
-        pg.recv(prev, out + rPosted * chunk, len(rPosted), &rx[rPosted % depth]);
+        pg.recv(prev, out + rPosted * chunk, len(rPosted), &rx[rPosted % depth], true);
         ++rPosted;
         acted = true;
       }
       // A chunk is forwarded once it has arrived (the root has everything already).
       while (sPosted < sTotal && sPosted - sDone < depth && (!recvs || sPosted < rDone)) {
-        pg.send(next, out + sPosted * chunk, len(sPosted), &sx[sPosted % depth]);
+        pg.send(next, src + sPosted * chunk, len(sPosted), &sx[sPosted % depth]);
         ++sPosted;
+        acted = true;
+      }
+      if (copied < nchunks) {
+        memcpy(out + copied * chunk, src + copied * chunk, len(copied));
+        ++copied;
         acted = true;
       }
       acted |= pg.poll();

@@ -43,7 +43,7 @@ class TreeBroadcast final : public Algorithm {
     while (rDone < nchunks || sDone[0] < sTotal[0] || sDone[1] < sTotal[1]) {
       bool acted = false;
       while (recvs && rPosted < nchunks && rPosted - rDone < depth) {
-        pg.recv(ring.order[node.parent], out + rPosted * chunk, len(rPosted), &rx[rPosted % depth]);
+        pg.recv(ring.order[node.parent], out + rPosted * chunk, len(rPosted), &rx[rPosted % depth], true);
         ++rPosted;
         acted = true;
       }

@@ -288,7 +288,7 @@ void Comm::runQueuedP2P() {
             const OpArgs& op = a.req->ops[i];
             size_t bytes = op.count * typeSize(op.dtype);
             if (op.kind == OpKind::Send) pg.send(op.root, op.sendbuf, bytes, &a.xs[i]);
-            else pg.recv(op.root, op.recvbuf, bytes, &a.xs[i]);
+            else pg.recv(op.root, op.recvbuf, bytes, &a.xs[i], true);
           }
           active.push_back(std::move(a));
           acted = true;
@@ -387,7 +387,7 @@ void Comm::executeP2P(const std::vector<const OpArgs*>& ops) {
       continue;
     }
     if (op.kind == OpKind::Send) pg.send(op.root, op.sendbuf, bytes, &xs[i]);
-    else pg.recv(op.root, op.recvbuf, bytes, &xs[i]);
+    else pg.recv(op.root, op.recvbuf, bytes, &xs[i], true);  // the sender only waits: let it help
     wait.push_back(&xs[i]);
   }
   COLL_ENFORCE_EQ(selfSends.size(), selfRecvs.size(), collInvalidUsage,

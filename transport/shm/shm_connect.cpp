@@ -97,6 +97,8 @@ std::map<int, std::unique_ptr<Link>> Connector::makeLinks() {
     lp.singleCopyMin = opt_.singleCopyMin;
     lp.copyChunk = opt_.copyChunk;
     lp.stageChunk = opt_.stageChunk;
+    lp.coopMin = opt_.singleCopy ? opt_.coopMin : 0;
+    lp.coopPiece = opt_.coopPiece;
     COLL_TRACE("shm: rank %d <-> rank %d (pid %d): segment %s, ring %zu, single-copy send %d recv %d",
                ctx_.rank, p.peer, lp.peerPid, p.seg.name().c_str(), p.seg.ringBytes(),
                lp.singleCopySend, lp.singleCopyRecv);

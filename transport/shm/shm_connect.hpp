@@ -35,6 +35,8 @@ struct ShmOptions {
   size_t singleCopyMin = 1 << 16;
   size_t copyChunk = 1 << 20;
   size_t stageChunk = 1 << 15;
+  size_t coopMin = 1 << 18;      // COLL_SHM_COOP_MIN (0: off)
+  size_t coopPiece = 1 << 17;    // COLL_SHM_COOP_PIECE
 };
 
 class Connector {

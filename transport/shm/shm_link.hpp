@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <string>
 
 #include "collective.h"
@@ -38,6 +39,8 @@ struct LinkParams {
   size_t singleCopyMin = 0;      // messages of at least this many bytes go single-copy
   size_t copyChunk = 1 << 20;    // bytes per single-copy step (bounds one progress call)
   size_t stageChunk = 1 << 15;   // bytes copied through the ring between publications
+  size_t coopMin = 0;            // single-copy messages this large are copied by both sides (0: off)
+  size_t coopPiece = 1 << 17;    // bytes per piece of a cooperative copy
 };
 
 // In-ring record header; payloads of data records up to kInlineMax bytes follow it at
@@ -89,6 +92,7 @@ class ShmLink final : public Link {
   // Sender half (shm_link_send.cpp).
   bool pumpSends();
   bool collectAcks();
+  bool pushCoop();
   bool emitHeader(Xfer* x);
   size_t streamOut(Xfer* x, size_t budget);
   size_t freeSpace(size_t want);
@@ -100,6 +104,11 @@ class ShmLink final : public Link {
   void checkRecord(const Record& r, const Xfer* x);
   size_t streamIn(Xfer* x, size_t budget);
   size_t readSingle(Xfer* x);
+  void offerCoop(Xfer* x, uint32_t seq);
+  size_t readCoop(Xfer* x);
+  void finishSingle(Xfer* x, size_t bytes);
+  // Copies one piece between our buffer and the peer's (write: we push into the peer).
+  void copyRemote(void* local, uint64_t remote, size_t n, bool write);
   size_t available(size_t want);
   void publishTail();
 
@@ -128,6 +137,7 @@ class ShmLink final : public Link {
   // Sender state. head_ is ours alone; the copy in shared memory is only published.
   XferQueue sendQ_;      // posted, not yet fully written into the ring
   XferQueue ackQ_;       // single-copy sends waiting for the receiver's ack
+  std::deque<uint32_t> ackSeqs_;  // record sequence numbers of ackQ_, same order
   uint64_t head_ = 0, headPublished_ = 0, tailSeen_ = 0, acksSeen_ = 0;
   uint64_t sendSeq_ = 0;
   size_t sendOff_ = 0;
@@ -140,11 +150,14 @@ class ShmLink final : public Link {
   uint64_t recvSeq_ = 0;
   size_t roff_ = 0;
   uint64_t raddr_ = 0;
+  bool coop_ = false;       // the current single-copy record was offered to the sender
+  uint64_t coopKey_ = 0;    // its claim word's sequence bits
+  size_t coopPieces_ = 0;
 
   // Idle bookkeeping.
   int idleCalls_ = 0;
   std::chrono::steady_clock::time_point lastSlowCheck_;
-  uint64_t seenHead_ = 0, seenTail_ = 0, seenAcks_ = 0;
+  uint64_t seenHead_ = 0, seenTail_ = 0, seenAcks_ = 0, seenCoopClaim_ = 0, seenCoopDone_ = 0;
   uint32_t seenStatus_ = 0;
   collResult_t failCode_ = collSuccess;
   std::string failMsg_;

@@ -51,6 +51,8 @@ bool ShmLink::startRecord(Xfer* x) {
     roff_ = 0;
     rmode_ = RecvMode::Single;
     tail_ += kLine;
+    coop_ = false;
+    if (x->assist && p_.coopMin > 0 && r.bytes >= p_.coopMin && (p_.singleCopySend || p_.sameProcess)) offerCoop(x, r.seq);
   } else if (r.bytes <= kInlineMax) {
     if (r.bytes) std::memcpy(x->buf, line + kInlineOffset, r.bytes);
     tail_ += kLine;
@@ -107,42 +109,94 @@ size_t ShmLink::streamIn(Xfer* x, size_t budget) {
   return n;
 }
 
+// Copies n bytes between our memory and the peer's: a read into `local`, or (write) a
+// push of `local` into the peer. Short copies are failures: the peer's buffer is fixed.
+void ShmLink::copyRemote(void* local, uint64_t remote, size_t n, bool write) {
+  if (p_.sameProcess) {
+    // A thread of this process: the address is valid here as is (the brief trusts our own
+    // process; a hostile peer needs a separate process, which goes through the kernel).
+    if (write) std::memcpy(reinterpret_cast<void*>(remote), local, n);
+    else std::memcpy(local, reinterpret_cast<const void*>(remote), n);
+    return;
+  }
+  iovec l{local, n};
+  iovec r{reinterpret_cast<void*>(remote), n};
+  ssize_t got = write ? process_vm_writev(p_.peerPid, &l, 1, &r, 1, 0)
+                      : process_vm_readv(p_.peerPid, &l, 1, &r, 1, 0);
+  if (got == static_cast<ssize_t>(n)) return;
+  int err = got < 0 ? errno : EFAULT;
+  if (err == ESRCH) slowChecks(true);  // names the dead peer when that is the cause
+  fail(err == EFAULT ? collRemoteError : collSystemError,
+       strCat("single-copy ", write ? "write" : "read", " of ", n, " bytes at 0x", std::hex, remote,
+              std::dec, write ? " to" : " from", " pid ", p_.peerPid, " failed: ",
+              got >= 0 ? strCat("copied only ", got, " bytes") : sysErrorText(err)));
+}
+
+// Opens the current single-copy record to the sender as well (see ChanCtl).
+void ShmLink::offerCoop(Xfer* x, uint32_t seq) {
+  coop_ = true;
+  coopPieces_ = (x->bytes + p_.coopPiece - 1) / p_.coopPiece;
+  coopKey_ = (static_cast<uint64_t>(seq) << 32) | kCoopOpen;
+  // No claim of an earlier offer is outstanding: that record completed only when all of
+  // its pieces were done, and the sender's stale claims fail on the new sequence bits.
+  shared(in_->coopDone).store(0, std::memory_order_relaxed);
+  shared(in_->coopDst).store(reinterpret_cast<uint64_t>(x->buf), std::memory_order_relaxed);
+  shared(in_->coopBytes).store(x->bytes, std::memory_order_relaxed);
+  shared(in_->coopPiece).store(p_.coopPiece, std::memory_order_relaxed);
+  shared(in_->coopClaim).store(coopKey_, std::memory_order_release);
+  wakePeer();
+}
+
+// A cooperative receive: claim and pull pieces until none is left, then wait until the
+// sender's pieces are done too.
+size_t ShmLink::readCoop(Xfer* x) {
+  auto claim = shared(in_->coopClaim);
+  uint64_t w = claim.load(std::memory_order_acquire);
+  if ((w & ~kCoopIndexMask) != coopKey_)
+    fail(collRemoteError, strCat("peer overwrote the cooperative copy's claim word (0x", std::hex, w,
+                                 ", expected 0x", coopKey_, std::dec, ")"));
+  const uint64_t idx = w & kCoopIndexMask;
+  if (idx < coopPieces_) {
+    if (!claim.compare_exchange_strong(w, w + 1, std::memory_order_acq_rel)) return 1;  // lost a race: retry
+    const size_t off = static_cast<size_t>(idx) * p_.coopPiece;
+    const size_t n = std::min(p_.coopPiece, x->bytes - off);
+    copyRemote(static_cast<uint8_t*>(x->buf) + off, raddr_ + off, n, false);
+    shared(in_->coopDone).fetch_add(n, std::memory_order_acq_rel);
+    return n;
+  }
+  // Acquire: pairs with the sender's add after each push, so its bytes are in x->buf.
+  const uint64_t done = shared(in_->coopDone).load(std::memory_order_acquire);
+  if (done > x->bytes)
+    fail(collRemoteError, strCat("peer wrote a corrupt cooperative copy count (", done, " of ", x->bytes,
+                                 " bytes)"));
+  if (done < x->bytes) return 0;  // the sender is still pushing its last pieces
+  finishSingle(x, x->bytes);
+  return 1;
+}
+
+void ShmLink::finishSingle(Xfer* x, size_t bytes) {
+  x->done = bytes;
+  recvQ_.pop();
+  rmode_ = RecvMode::Idle;
+  coop_ = false;
+  ++acks_;
+  // Release: our reads of the sender's buffer are complete before it sees the ack and
+  // completes (and possibly reuses) the send. Pairs with the acquire in collectAcks.
+  shared(in_->acks).store(acks_, std::memory_order_release);
+  wakePeer();
+  x->complete = true;
+}
+
 // One step of a single-copy receive: up to copyChunk bytes from the sender's buffer.
 size_t ShmLink::readSingle(Xfer* x) {
   // A peer that closed may have freed the buffer it advertised; do not touch it.
   if (shared(peerCtl_->status).load(std::memory_order_acquire) != kSideActive) checkPeerStatus();
+  if (coop_) return readCoop(x);
   size_t n = std::min(p_.copyChunk, x->bytes - roff_);
-  uint8_t* dst = static_cast<uint8_t*>(x->buf) + roff_;
-  uint64_t src = raddr_ + roff_;
-  if (p_.sameProcess) {
-    // A thread of this process: the address is valid here as is (the brief trusts our own
-    // process; a hostile peer needs a separate process, which goes through the kernel).
-    std::memcpy(dst, reinterpret_cast<const void*>(src), n);
-  } else {
-    iovec local{dst, n};
-    iovec remote{reinterpret_cast<void*>(src), n};
-    ssize_t got = process_vm_readv(p_.peerPid, &local, 1, &remote, 1, 0);
-    if (got <= 0) {
-      int err = got < 0 ? errno : EFAULT;
-      if (err == ESRCH) slowChecks(true);  // names the dead peer when that is the cause
-      fail(err == EFAULT ? collRemoteError : collSystemError,
-           strCat("single-copy read of ", n, " bytes at 0x", std::hex, src, std::dec,
-                  " from pid ", p_.peerPid, " failed: ", sysErrorText(err)));
-    }
-    n = static_cast<size_t>(got);
-  }
+  copyRemote(static_cast<uint8_t*>(x->buf) + roff_, raddr_ + roff_, n, false);
   roff_ += n;
   x->done = roff_;
-  if (roff_ == x->bytes) {
-    recvQ_.pop();
-    rmode_ = RecvMode::Idle;
-    ++acks_;
-    // Release: our reads of the sender's buffer are complete before it sees the ack and
-    // completes (and possibly reuses) the send. Pairs with the acquire in collectAcks.
-    shared(in_->acks).store(acks_, std::memory_order_release);
-    wakePeer();
-    x->complete = true;
-  }
+  if (roff_ == x->bytes) finishSingle(x, roff_);
   return n;
 }
 

@@ -10,6 +10,7 @@ namespace coll::shm {
 
 bool ShmLink::pumpSends() {
   bool moved = collectAcks();
+  moved |= pushCoop();
   size_t budget = kProgressBudget;
   while (!sendQ_.empty() && budget > 0) {
     Xfer* x = sendQ_.front();
@@ -38,9 +39,43 @@ bool ShmLink::collectAcks() {
                                  " with ", ackQ_.size(), " single-copy sends outstanding)"));
   for (; acksSeen_ < acks; ++acksSeen_) {
     Xfer* x = ackQ_.pop();
+    ackSeqs_.pop_front();
     x->done = x->bytes;
     x->complete = true;
   }
+  return true;
+}
+
+// The receiver offered the oldest unacknowledged single-copy send for a cooperative copy:
+// claim one piece and push it into the receiver's buffer. The receiver acknowledges the
+// send only once every piece, ours included, is done.
+bool ShmLink::pushCoop() {
+  if (ackQ_.empty() || !(p_.singleCopyRecv || p_.sameProcess)) return false;
+  auto claim = shared(out_->coopClaim);
+  // Acquire: pairs with the receiver's release when it opened the offer, so the
+  // descriptor written before it is visible.
+  uint64_t w = claim.load(std::memory_order_acquire);
+  if (!(w & kCoopOpen) || static_cast<uint32_t>(w >> 32) != ackSeqs_.front()) return false;
+  Xfer* x = ackQ_.front();
+  const uint64_t bytes = shared(out_->coopBytes).load(std::memory_order_relaxed);
+  const uint64_t piece = shared(out_->coopPiece).load(std::memory_order_relaxed);
+  const uint64_t dst = shared(out_->coopDst).load(std::memory_order_relaxed);
+  if (bytes != x->bytes || piece < kLine || dst == 0 || dst + bytes < dst)
+    fail(collRemoteError, strCat("peer offered a corrupt cooperative copy (", bytes, " bytes in pieces of ",
+                                 piece, " at 0x", std::hex, dst, std::dec, " for a send of ", x->bytes,
+                                 " bytes)"));
+  const uint64_t pieces = (bytes + piece - 1) / piece;
+  const uint64_t idx = w & kCoopIndexMask;
+  if (idx >= pieces) return false;
+  // The claim word still naming our record and this index is what makes the piece ours;
+  // the descriptor read above cannot change while a claimed piece is outstanding.
+  if (!claim.compare_exchange_strong(w, w + 1, std::memory_order_acq_rel)) return false;
+  const uint64_t off = idx * piece;
+  const size_t n = static_cast<size_t>(std::min(piece, bytes - off));
+  copyRemote(static_cast<uint8_t*>(x->buf) + off, dst + off, n, true);
+  // Release: the piece is in the receiver's buffer before it counts it as done.
+  shared(out_->coopDone).fetch_add(n, std::memory_order_acq_rel);
+  wakePeer();
   return true;
 }
 
@@ -62,6 +97,7 @@ bool ShmLink::emitHeader(Xfer* x) {
   if (single) {
     sendQ_.pop();
     ackQ_.push(x);
+    ackSeqs_.push_back(r.seq);
   } else if (x->bytes <= kInlineMax) {
     sendQ_.pop();
     x->done = x->bytes;

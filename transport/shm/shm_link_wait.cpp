@@ -102,7 +102,13 @@ bool ShmLink::peerMoved() {
   uint64_t t = shared(out_->tail).load(std::memory_order_relaxed);
   uint64_t a = shared(out_->acks).load(std::memory_order_relaxed);
   uint32_t s = shared(peerCtl_->status).load(std::memory_order_relaxed);
-  bool moved = h != seenHead_ || t != seenTail_ || a != seenAcks_ || s != seenStatus_;
+  // A cooperative copy: the receiver's offer (we send) and the sender's pieces (we receive).
+  uint64_t cc = shared(out_->coopClaim).load(std::memory_order_relaxed);
+  uint64_t cd = shared(in_->coopDone).load(std::memory_order_relaxed);
+  bool moved = h != seenHead_ || t != seenTail_ || a != seenAcks_ || s != seenStatus_ ||
+               cc != seenCoopClaim_ || cd != seenCoopDone_;
+  seenCoopClaim_ = cc;
+  seenCoopDone_ = cd;
   seenHead_ = h;
   seenTail_ = t;
   seenAcks_ = a;

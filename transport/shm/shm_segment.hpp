@@ -6,7 +6,8 @@
 //   offset 0      SegHeader  (immutable after creation: magic, version, sizes)
 //   64, 128       SideCtl[2] (one line per side: futex word, status, pid, probe)
 //   192 ..        ChanCtl[2] (per channel: head line written by the sender,
-//                             tail/acks line written by the receiver)
+//                             tail/acks line written by the receiver, and the two
+//                             lines of a cooperative single-copy transfer)
 //   4096          ring of channel 0, then ring of channel 1 (ringBytes each)
 //
 // Counters live on their own cache lines so that the producer's and the consumer's
@@ -22,7 +23,7 @@
 namespace coll::shm {
 
 constexpr uint64_t kSegMagic = 0x314d48534c4c4f43ull;  // "COLLSHM1" little-endian
-constexpr uint32_t kSegVersion = 1;
+constexpr uint32_t kSegVersion = 2;
 constexpr size_t kLine = 64;
 constexpr size_t kRingOffset = 4096;
 constexpr size_t kMinRingBytes = 4096;
@@ -53,14 +54,30 @@ struct alignas(kLine) SideCtl {
   uint64_t probeValue;
 };
 
+// Cooperative single-copy: for a large single-copy record the receiver offers the
+// message to the sender too, which then pushes pieces into the receiver's buffer
+// (process_vm_writev) while the receiver pulls others (process_vm_readv), so two cores
+// copy instead of one. Both claim pieces from coopClaim by compare-and-swap:
+//   bits 63..32  low 32 bits of the record's sequence number (a stale claim fails)
+//   bit 31       open: the receiver offered this record
+//   bits 30..0   next piece to claim
+// The receiver writes dst/bytes/piece before it opens the claim word (release).
+constexpr uint64_t kCoopOpen = uint64_t{1} << 31;
+constexpr uint64_t kCoopIndexMask = kCoopOpen - 1;
+
 struct ChanCtl {
   alignas(kLine) uint64_t head;  // sender: stream bytes written (multiple of kLine)
   alignas(kLine) uint64_t tail;  // receiver: stream bytes consumed (multiple of kLine)
   uint64_t acks;                 // receiver: single-copy records finished
+  alignas(kLine) uint64_t coopClaim;  // both: see above
+  uint64_t coopDst;                   // receiver: its buffer for the offered record
+  uint64_t coopBytes;                 // receiver: the record's size
+  uint64_t coopPiece;                 // receiver: bytes per piece
+  alignas(kLine) uint64_t coopDone;   // both: bytes of the offered record copied so far
 };
 
 static_assert(sizeof(SegHeader) == kLine && sizeof(SideCtl) == kLine);
-static_assert(sizeof(ChanCtl) == 2 * kLine);
+static_assert(sizeof(ChanCtl) == 4 * kLine);
 static_assert(kLine + 2 * sizeof(SideCtl) + 2 * sizeof(ChanCtl) <= kRingOffset);
 
 inline size_t segmentBytesFor(size_t ringBytes) { return kRingOffset + 2 * ringBytes; }

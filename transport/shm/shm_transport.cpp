@@ -12,6 +12,8 @@ COLL_PARAM(kShmRingBytes, "COLL_SHM_RING_BYTES", "1M", "bytes of each one-way ri
 COLL_PARAM(kShmCma, "COLL_SHM_CMA", "1", "single-copy large shm messages (process_vm_readv, memcpy between threads); 0 forces staged copies through the ring");
 COLL_PARAM(kShmCmaThreshold, "COLL_SHM_CMA_THRESHOLD", "64K", "shm messages of at least this many bytes go single-copy when allowed");
 COLL_PARAM(kShmCmaChunk, "COLL_SHM_CMA_CHUNK", "512K", "bytes per single-copy step (one step per progress call)");
+COLL_PARAM(kShmCoopMin, "COLL_SHM_COOP_MIN", "256K", "single-copy shm messages of at least this many bytes are copied by both sides at once (sender pushes, receiver pulls); 0 turns it off");
+COLL_PARAM(kShmCoopPiece, "COLL_SHM_COOP_PIECE", "128K", "bytes per piece of a cooperative shm copy");
 COLL_PARAM(kShmStageChunk, "COLL_SHM_STAGE_CHUNK", "32K", "bytes copied through a shm ring between publications (pipelining grain)");
 
 namespace {
@@ -49,6 +51,10 @@ class ShmTransport : public Transport {
     opt.singleCopyMin = cfg.getSize(kShmCmaThreshold);
     opt.copyChunk = cfg.getSize(kShmCmaChunk);
     COLL_CHECK_ARG(opt.copyChunk >= 4096, kShmCmaChunk, "=", opt.copyChunk, " is below 4096");
+    opt.coopMin = cfg.getSize(kShmCoopMin);
+    opt.coopPiece = cfg.getSize(kShmCoopPiece);
+    COLL_CHECK_ARG(opt.coopPiece >= 4096 && opt.coopPiece <= (size_t{1} << 30), kShmCoopPiece, "=",
+                   opt.coopPiece, " is not in [4096, 1G]");
     opt.stageChunk = cfg.getSize(kShmStageChunk);
     COLL_CHECK_ARG(opt.stageChunk >= shm::kLine && opt.stageChunk <= opt.ringBytes / 2,
                    kShmStageChunk, "=", opt.stageChunk, " is not in [", shm::kLine, ", ",

@@ -112,6 +112,70 @@ TEST(ShmFault, GarbageAckCounter) {
   expectRemoteError(driveUntilError(p.a, {&big}), "corrupt ack counter");
 }
 
+// Cooperative single-copy: the receiver offers a large message and takes one piece;
+// the sender, progressed alone, pushes every remaining piece; the receiver then sees all
+// of it and completes. Pieces of the offer are claimed exactly once each.
+TEST(ShmCoop, SenderPushesTheRemainingPieces) {
+  Config cfg = Config::fromEnv();
+  cfg.set("COLL_SHM_COOP_PIECE", "64K");
+  Pair p(cfg);
+  const shm::Segment& seg = p.shmA()->segment();
+  int ch = p.shmA()->side();
+  const size_t n = (3 << 20) + 5;
+  const uint64_t pieces = (n + (64 << 10) - 1) / (64 << 10);
+  std::vector<uint8_t> out(n), in(n, 0);
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(i * 131 + 7);
+  Xfer s{out.data(), n}, r{in.data(), n};
+  r.assist = true;
+  p.a->postSend(&s);
+  p.b->postRecv(&r);
+  p.b->progress();  // record, offer, first piece
+  auto claim = std::atomic_ref<uint64_t>(seg.chan(ch)->coopClaim);
+  ASSERT_TRUE(claim.load() & shm::kCoopOpen) << "the receiver did not offer the message";
+  EXPECT_EQ(claim.load() & shm::kCoopIndexMask, 1u);
+  for (int i = 0; i < 10000 && (claim.load() & shm::kCoopIndexMask) < pieces; ++i) p.a->progress();
+  EXPECT_EQ(claim.load() & shm::kCoopIndexMask, pieces) << "the sender did not push the rest";
+  EXPECT_FALSE(s.complete) << "a send completes only on the receiver's ack";
+  drive({p.a, p.b}, {&s, &r});
+  EXPECT_EQ(in, out);
+  EXPECT_EQ(std::atomic_ref<uint64_t>(seg.chan(ch)->coopDone).load(), n);
+  // Without assist the same message is pulled by the receiver alone.
+  std::fill(in.begin(), in.end(), 0);
+  Xfer s2{out.data(), n}, r2{in.data(), n};
+  p.a->postSend(&s2);
+  p.b->postRecv(&r2);
+  drive({p.a, p.b}, {&s2, &r2});
+  EXPECT_EQ(in, out);
+}
+
+TEST(ShmCoop, OverwrittenClaimWordIsAnError) {
+  Pair p(Config::fromEnv());
+  const shm::Segment& seg = p.shmA()->segment();
+  int ch = p.shmA()->side();
+  std::vector<uint8_t> out(4 << 20, 3), in(4 << 20);
+  Xfer s{out.data(), out.size()}, r{in.data(), in.size()};
+  r.assist = true;
+  p.a->postSend(&s);
+  p.b->postRecv(&r);
+  p.b->progress();
+  std::atomic_ref<uint64_t>(seg.chan(ch)->coopClaim).store((uint64_t{77} << 32) | shm::kCoopOpen);
+  expectRemoteError(driveUntilError(p.b, {&r}), "overwrote the cooperative copy's claim word");
+}
+
+TEST(ShmCoop, CorruptOfferIsAnErrorOnTheSender) {
+  Pair p(Config::fromEnv());
+  const shm::Segment& seg = p.shmA()->segment();
+  int ch = p.shmA()->side();
+  std::vector<uint8_t> out(4 << 20, 3), in(4 << 20);
+  Xfer s{out.data(), out.size()}, r{in.data(), in.size()};
+  r.assist = true;
+  p.a->postSend(&s);
+  p.b->postRecv(&r);
+  p.b->progress();
+  std::atomic_ref<uint64_t>(seg.chan(ch)->coopBytes).store(uint64_t{1} << 40);
+  expectRemoteError(driveUntilError(p.a, {&s}), "corrupt cooperative copy");
+}
+
 TEST(ShmFault, SingleCopyRecordWhenNotNegotiated) {
   Config cfg = Config::fromEnv();
   cfg.set("COLL_SHM_CMA", "0");

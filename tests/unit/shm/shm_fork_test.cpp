@@ -76,6 +76,7 @@ int exchange(Link* link, int me, const std::vector<size_t>& sizes) {
     in[i].assign(sizes[i], 0);
     sx[i] = Xfer{out[i].data(), sizes[i]};
     rx[i] = Xfer{in[i].data(), sizes[i]};
+    rx[i].assist = i % 2 == 0;  // large ones then go cooperative: the sender pushes pieces too
     link->postRecv(&rx[i]);
     link->postSend(&sx[i]);
     all.push_back(&sx[i]);

@@ -6,8 +6,15 @@
 #include <poll.h>
 #include <time.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/handshake.hpp"
@@ -23,6 +30,45 @@ COLL_PARAM(kHandshakeTimeout, "COLL_BOOTSTRAP_HANDSHAKE_TIMEOUT", "5",
            "seconds a new bootstrap connection has to prove the job secret");
 
 namespace {
+
+// The process that hosts a root must not exit while the root still owes ranks an answer:
+// a rank that finished its init (and exits early) may host the root that the others are
+// still collecting their last init round from. Each root publishes whether it is busy
+// (a round collecting, or answers not yet handed to the kernel); at exit the process
+// waits for all of them, a few seconds at most.
+struct RootActivity {
+  std::mutex mu;
+  std::vector<std::shared_ptr<std::atomic<bool>>> busy;
+};
+RootActivity& rootActivity() {
+  static RootActivity* a = new RootActivity;  // never destroyed: used from atexit
+  return *a;
+}
+
+void waitForRootsAtExit() {
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (;;) {
+    bool any = false;
+    {
+      std::lock_guard<std::mutex> lock(rootActivity().mu);
+      for (auto& b : rootActivity().busy) any |= b->load(std::memory_order_acquire);
+    }
+    if (!any || std::chrono::steady_clock::now() > until) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+std::shared_ptr<std::atomic<bool>> registerRootActivity() {
+  static std::once_flag once;
+  std::call_once(once, [] { std::atexit(waitForRootsAtExit); });
+  auto flag = std::make_shared<std::atomic<bool>>(false);
+  std::lock_guard<std::mutex> lock(rootActivity().mu);
+  auto& v = rootActivity().busy;
+  // Forget roots that have finished (their flag stays false and nobody else holds it).
+  v.erase(std::remove_if(v.begin(), v.end(), [](auto& b) { return b.use_count() == 1; }), v.end());
+  v.push_back(flag);
+  return flag;
+}
 
 using bs::MsgType;
 using Frame = std::shared_ptr<const std::vector<uint8_t>>;
@@ -74,8 +120,10 @@ class Root {
       checkDeadlines();
       flushAll();
       sweep();
+      busy_->store(owesAnswers(), std::memory_order_release);
     }
     finalFlush();
+    busy_->store(false, std::memory_order_release);
     COLL_INFO("bootstrap root %s: done", name_.c_str());
   }
 
@@ -293,6 +341,9 @@ class Root {
   }
 
   void broadcast(const Frame& f, int except) {
+    // Busy before the first answer can leave: the rank that gets it first may be the one
+    // whose process hosts us, and it must not exit before the others have theirs.
+    busy_->store(true, std::memory_order_release);
     for (int r = 0; r < nranks_; ++r)
       if (r != except && byRank_[r] && byRank_[r]->state == Conn::State::Joined) byRank_[r]->out.push(f);
   }
@@ -338,6 +389,13 @@ class Root {
         c->state = Conn::State::Left;
         c->closeWhenFlushed = true;
       }
+  }
+
+  bool owesAnswers() const {
+    if (contributions_ > 0) return true;
+    for (auto& c : conns_)
+      if (c->state != Conn::State::Dead && !c->out.empty()) return true;
+    return false;
   }
 
   void flushAll() {
@@ -400,6 +458,7 @@ class Root {
   std::vector<uint32_t> kinds_;
   std::vector<char> contributed_;
   int contributions_ = 0;
+  std::shared_ptr<std::atomic<bool>> busy_ = registerRootActivity();
 };
 
 }  // namespace

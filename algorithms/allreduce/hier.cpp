@@ -244,7 +244,7 @@ class HierAllReduce final : public Algorithm {
 
   void run(Comm& comm, const OpArgs& a) const override {
     patterns::HierLayout lay = patterns::hierLayout(comm.topology(), comm.rank());
-    CostParams params = CostParams::fromConfig(comm.config(), pipelineChunkBytes(comm));
+    CostParams params = CostParams::forJob(comm.config(), pipelineChunkBytes(comm), comm.topology());
     const std::string& variant = comm.config().getStr(kHierVariant);
     COLL_CHECK_ARG(variant == "auto" || variant == "rings" || variant == "leaders",
                    "COLL_HIER_VARIANT must be auto, rings or leaders (got '", variant, "')");

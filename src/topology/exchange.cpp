@@ -48,6 +48,7 @@ JobTopo exchangeJobTopo(Bootstrap& boot, const HostTopo& topo, const LinkTable& 
   in.cpus = boundCpus();
   in.gpu = gpu;
   in.tieBreak = hostLocalRank(boot.peers(), me);
+  in.kernelId = runningKernelId();
   RankPlacement mine = makePlacement(topo, in);
   std::vector<uint8_t> bytes = boot.allGather(&mine, sizeof mine);
   COLL_ENFORCE_EQ(bytes.size(), sizeof mine * n, collInternalError, "topology: placement all-gather size");

@@ -47,9 +47,12 @@ struct RankPlacement {
   int16_t nic = -1;
   uint8_t nicKind = 0;   // NicKind
   uint8_t nicPath = kNoPath;  // PathClass from the rank (its GPU, else its CPUs) to the NIC
-  uint32_t pad1 = 0;
+  uint32_t cpus = 0;  // CPUs the rank may run on (its affinity mask); 0 unknown
   uint64_t nicSpeedMbps = 0;
   char nicName[32] = {};
+  // Hash of the running kernel's boot id: ranks with equal values share CPUs even when
+  // COLL_HOST_ID (or network namespaces) make them different hosts. 0 unknown.
+  uint64_t kernelId = 0;
 };
 static_assert(std::is_trivially_copyable_v<RankPlacement>, "exchanged as raw bytes");
 
@@ -61,7 +64,11 @@ struct PlacementInput {
   std::vector<int> cpus;  // affinity mask (boundCpus())
   int gpu = -1;           // index into HostTopo::gpus, -1 for a CPU-only rank
   int tieBreak = 0;       // spreads ranks over equally close NICs (e.g. the local rank)
+  uint64_t kernelId = 0;  // runningKernelId()
 };
+
+// A hash of /proc/sys/kernel/random/boot_id (0 when unreadable).
+uint64_t runningKernelId();
 
 // Describes one rank on `topo`. Throws collInvalidArgument for a GPU index the topology
 // does not have (or beyond kPlacementMaxGpus) or a host id that does not fit.

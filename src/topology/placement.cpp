@@ -1,5 +1,6 @@
 // A rank's description of itself (RankPlacement), and the checks applied to one received
 // from a peer before anything trusts its fields.
+#include <fstream>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -37,6 +38,18 @@ DevRef nicSource(const RankPlacement& p) {
 
 }  // namespace
 
+uint64_t runningKernelId() {
+  static const uint64_t id = [] {
+    std::ifstream f("/proc/sys/kernel/random/boot_id");
+    std::string s;
+    if (!(f >> s) || s.empty()) return uint64_t{0};
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    return h ? h : 1;
+  }();
+  return id;
+}
+
 RankPlacement makePlacement(const HostTopo& topo, const PlacementInput& in) {
   RankPlacement p;
   COLL_CHECK_ARG(!in.hostId.empty() && in.hostId.size() < sizeof p.hostId, "topology: host id '",
@@ -51,6 +64,8 @@ RankPlacement makePlacement(const HostTopo& topo, const PlacementInput& in) {
   p.hostPackages = static_cast<int16_t>(topo.detailed ? topo.packages.size() : 0);
   p.hostNumas = static_cast<int16_t>(topo.detailed ? topo.numas.size() : 0);
   p.firstCpu = in.cpus.empty() ? -1 : *std::min_element(in.cpus.begin(), in.cpus.end());
+  p.cpus = static_cast<uint32_t>(in.cpus.size());
+  p.kernelId = in.kernelId;
   memset(p.gpuPath, kNoPath, sizeof p.gpuPath);
   if (in.gpu >= 0) {
     int ngpus = static_cast<int>(topo.gpus.size());

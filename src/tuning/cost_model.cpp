@@ -14,6 +14,7 @@
 namespace coll {
 
 COLL_PARAM(kMsgUs, "COLL_TUNE_MSG_US", "2", "cost model: microseconds of software overhead per message");
+COLL_PARAM(kOversubUs, "COLL_TUNE_OVERSUB_US", "50", "cost model: extra microseconds per message for each rank beyond one per CPU on a host");
 COLL_PARAM(kReduceGBs, "COLL_TUNE_REDUCE_GBS", "4", "cost model: reduction throughput in GB/s");
 COLL_PARAM(kHierSegment, "COLL_HIER_SEGMENT_BYTES", "4M",
            "hierarchical all-reduce: bytes per segment of its overlapped intra/inter-host phases");
@@ -28,6 +29,45 @@ CostParams CostParams::fromConfig(const Config& cfg, size_t chunkBytes) {
   p.reduceGBs = std::max(0.01, cfg.getDouble(kReduceGBs));
   p.chunkBytes = std::max<size_t>(64, chunkBytes);
   p.hierSegmentBytes = std::max<size_t>(4096, cfg.getSize(kHierSegment));
+  return p;
+}
+
+double oversubscription(const JobTopo& job) {
+  // Ranks share CPUs when they run on one kernel, whatever host they claim to be on
+  // (simulated hosts); without a kernel id, by host.
+  std::vector<std::vector<int>> groups;
+  std::vector<uint64_t> keys;
+  for (int h = 0; h < job.nhosts(); ++h)
+    for (int r : job.hosts()[h].ranks) {
+      uint64_t k = job.placement(r).kernelId;
+      uint64_t key = k ? k : (uint64_t{1} << 63) | static_cast<uint64_t>(h);
+      auto it = std::find(keys.begin(), keys.end(), key);
+      if (it == keys.end()) {
+        keys.push_back(key);
+        groups.push_back({r});
+      } else {
+        groups[it - keys.begin()].push_back(r);
+      }
+    }
+  double worst = 1.0;
+  for (const auto& g : groups) {
+    size_t cpus = 0;
+    std::vector<int32_t> firsts;
+    for (int r : g) {
+      const RankPlacement& p = job.placement(r);
+      cpus = std::max<size_t>(cpus, p.cpus);
+      if (p.firstCpu >= 0 && std::find(firsts.begin(), firsts.end(), p.firstCpu) == firsts.end())
+        firsts.push_back(p.firstCpu);
+    }
+    cpus = std::max(cpus, firsts.size());
+    if (cpus > 0) worst = std::max(worst, static_cast<double>(g.size()) / static_cast<double>(cpus));
+  }
+  return worst;
+}
+
+CostParams CostParams::forJob(const Config& cfg, size_t chunkBytes, const JobTopo& job) {
+  CostParams p = fromConfig(cfg, chunkBytes);
+  p.msgUs += std::max(0.0, cfg.getDouble(kOversubUs)) * (oversubscription(job) - 1.0);
   return p;
 }
 

@@ -41,7 +41,17 @@ struct CostParams {
   // The model's tunables from cfg; chunkBytes is the pipelined algorithms' chunk
   // (pipelineChunkBytes(comm), declared with the ring).
   static CostParams fromConfig(const Config& cfg, size_t chunkBytes);
+  // fromConfig, plus the job's oversubscription: where a host runs more ranks than it has
+  // CPUs for them, every message also waits for its receiver to be scheduled, so each
+  // costs COLL_TUNE_OVERSUB_US more per extra rank per CPU. Algorithms with fewer rounds
+  // then win over pipelined ones further up the size range, as they do in practice.
+  static CostParams forJob(const Config& cfg, size_t chunkBytes, const JobTopo& job);
 };
+
+// Largest ratio over hosts of ranks to the CPUs they may use (1 when not oversubscribed
+// or unknown). A host's CPUs are estimated from its ranks' placements: the largest
+// affinity mask, or the number of distinct first CPUs when ranks are pinned apart.
+double oversubscription(const JobTopo& job);
 
 // The stage made of `flows` (sender, receiver) running at once. Empty: a zero hop.
 Hop flowsHop(const JobTopo& job, const std::vector<std::pair<int, int>>& flows);

@@ -73,7 +73,7 @@ Selector::~Selector() = default;
 const CostModel& Selector::model(const Comm& comm) const {
   std::call_once(modelOnce_, [&] {
     const JobTopo& job = comm.topology();
-    model_ = std::make_unique<CostModel>(job, CostParams::fromConfig(comm.config(), pipelineChunkBytes(comm)));
+    model_ = std::make_unique<CostModel>(job, CostParams::forJob(comm.config(), pipelineChunkBytes(comm), job));
     if (tuner_) {
       TunerJob tj{job.nranks(), job.nhosts(), 1};
       for (const HostGroup& h : job.hosts()) tj.maxLocalRanks = std::max<int>(tj.maxLocalRanks, h.ranks.size());

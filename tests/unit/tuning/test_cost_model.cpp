@@ -173,3 +173,54 @@ TEST(CostModel, SegmentsAndParams) {
 
 }  // namespace
 }  // namespace coll
+
+namespace coll {
+namespace {
+
+// Ranks on hosts[r], every rank allowed on `cpus` CPUs starting at `first(r)`.
+JobTopo jobWithCpus(const std::vector<std::string>& hosts, int cpus, bool pinnedApart, uint64_t kernel = 0) {
+  HostTopo t;
+  t.hostname = "n";
+  t.pus = 64;
+  std::vector<RankPlacement> ps;
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    PlacementInput in;
+    in.rank = static_cast<int>(r);
+    in.hostId = hosts[r];
+    in.hostname = hosts[r];
+    in.pid = 100 + static_cast<int>(r);
+    int first = pinnedApart ? static_cast<int>(r) * cpus : 0;
+    for (int c = 0; c < cpus; ++c) in.cpus.push_back(first + c);
+    in.kernelId = kernel;
+    ps.push_back(makePlacement(t, in));
+  }
+  return JobTopo(std::move(ps), LinkTable::defaults());
+}
+
+TEST(CostModel, OversubscriptionFromPlacements) {
+  // 2 ranks per host sharing 2 CPUs: not oversubscribed.
+  EXPECT_DOUBLE_EQ(oversubscription(jobWithCpus({"A", "A", "B", "B"}, 2, false)), 1.0);
+  // 4 ranks sharing 2 CPUs on host A: 2x.
+  EXPECT_DOUBLE_EQ(oversubscription(jobWithCpus({"A", "A", "A", "A", "B"}, 2, false)), 2.0);
+  // 4 ranks each pinned to its own CPU: the distinct first CPUs count, not the mask size.
+  EXPECT_DOUBLE_EQ(oversubscription(jobWithCpus({"A", "A", "A", "A"}, 1, true)), 1.0);
+  // Two simulated hosts of 2 ranks on one kernel with 2 CPUs: 2x, as the CPUs are shared.
+  EXPECT_DOUBLE_EQ(oversubscription(jobWithCpus({"A", "A", "B", "B"}, 2, false, 42)), 2.0);
+}
+
+TEST(CostModel, OversubscribedJobsPreferFewerRounds) {
+  JobTopo calm = jobWithCpus({"A", "A", "B", "B"}, 2, false);
+  JobTopo busy = jobWithCpus({"A", "A", "A", "A", "B", "B", "B", "B"}, 2, false);
+  Config cfg = Config::fromEnv();
+  CostParams pc = CostParams::forJob(cfg, 512 << 10, calm), pb = CostParams::forJob(cfg, 512 << 10, busy);
+  EXPECT_DOUBLE_EQ(pc.msgUs, CostParams::fromConfig(cfg, 512 << 10).msgUs);
+  EXPECT_GT(pb.msgUs, pc.msgUs + 40);
+  // Over the same hosts, a message-heavy ring costs relatively more when oversubscribed.
+  CostModel mb(busy, pb), mc(busy, CostParams::fromConfig(cfg, 512 << 10));
+  const size_t s = 64 << 10;
+  EXPECT_GT(mb.estimate(OpKind::AllReduce, "ring", s) / mb.estimate(OpKind::AllReduce, "rd", s),
+            mc.estimate(OpKind::AllReduce, "ring", s) / mc.estimate(OpKind::AllReduce, "rd", s));
+}
+
+}  // namespace
+}  // namespace coll

@@ -53,10 +53,15 @@ Engine::Engine(std::unique_ptr<Collectives> c, const EngineParams& p, Timeline* 
                 std::max<size_t>(1, p.compressionChunkBytes / sizeof(float)),
                 std::max<size_t>(1, p.fusionChunkBytes)) {
   stall_.setProcessSet(processSetId);
+  nudgeTarget_->engine = this;
   thread_ = std::thread([this] { loop(); });
 }
 
 Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lk(nudgeTarget_->mu);
+    nudgeTarget_->engine = nullptr;
+  }
   try {
     shutdown();
   } catch (const std::exception& e) {
@@ -69,12 +74,30 @@ double Engine::now() const {
 }
 
 void Engine::submit(EntryPtr e) {
+  attachNudge(*e);
   if (stopped_) COLL_THROW(collInvalidUsage, "tensor '", e->meta.name, "': the engine of process set ",
                            processSet_, " has stopped");
   queue_.push(std::move(e));
 }
 
+void Engine::nudge() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    nudged_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Engine::attachNudge(Entry& e) {
+  if (!e.handle || e.handle->nudge) return;
+  e.handle->nudge = [t = nudgeTarget_] {
+    std::lock_guard<std::mutex> lk(t->mu);
+    if (t->engine) t->engine->nudge();
+  };
+}
+
 void Engine::submitAll(std::vector<EntryPtr> entries) {
+  for (auto& e : entries) attachNudge(*e);
   if (stopped_ && !entries.empty())
     COLL_THROW(collInvalidUsage, "tensor '", entries[0]->meta.name, "': the engine of process set ",
                processSet_, " has stopped");
@@ -108,7 +131,8 @@ void Engine::loop() {
       auto t = Clock::now();
       if (t < next) {
         std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait_until(lk, next, [&] { return forceStop_.load(); });
+        cv_.wait_until(lk, next, [&] { return forceStop_.load() || nudged_; });
+        nudged_ = false;
       } else {
         next = t;  // a long round: do not try to catch up with a burst of rounds
       }

@@ -52,6 +52,8 @@ class Engine {
   // are accepted all together or not at all.
   void submit(EntryPtr e);
   void submitAll(std::vector<EntryPtr> entries);
+  // Runs the next round now rather than at the next cycle tick (a caller is waiting).
+  void nudge();
   // Collective within the process set: returns once every member asked (or after
   // shutdownTimeoutSeconds, stopping this rank alone).
   void shutdown();
@@ -108,6 +110,14 @@ class Engine {
 
   std::atomic<bool> wantShutdown_{false};
   std::atomic<bool> forceStop_{false};
+  bool nudged_ = false;  // guarded by mu_
+  // What handles call to nudge us; cleared when we are destroyed (handles may outlive us).
+  struct NudgeTarget {
+    std::mutex mu;
+    Engine* engine = nullptr;
+  };
+  std::shared_ptr<NudgeTarget> nudgeTarget_ = std::make_shared<NudgeTarget>();
+  void attachNudge(Entry& e);
   std::atomic<bool> stopped_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -26,6 +26,7 @@ bool HandleState::isDone() {
 }
 
 void HandleState::wait() {
+  if (nudge && !isDone()) nudge();  // outside mu: the engine completes handles under its own locks
   std::unique_lock<std::mutex> lk(mu);
   if (timeoutSeconds > 0) {
     auto limit = std::chrono::duration<double>(timeoutSeconds);

@@ -2,6 +2,7 @@
 // engine's queued entry (or entries, for a grouped allreduce).
 #pragma once
 
+#include <functional>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,10 @@ struct HandleState {
   collResult_t code = collSuccess;
   std::string message;
   double timeoutSeconds;
+  // Set by the engine that runs the handle: wait() calls it first, so a caller that
+  // blocks on its results starts the engine's next round now instead of at the next
+  // COLL_CYCLE_TIME tick (nothing more is coming from a caller that waits).
+  std::function<void()> nudge;
 
   // Results beyond success, set by the engine before finish().
   Output output;

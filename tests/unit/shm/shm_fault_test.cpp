@@ -148,32 +148,31 @@ TEST(ShmCoop, SenderPushesTheRemainingPieces) {
   EXPECT_EQ(in, out);
 }
 
-TEST(ShmCoop, OverwrittenClaimWordIsAnError) {
-  Pair p(Config::fromEnv());
-  const shm::Segment& seg = p.shmA()->segment();
-  int ch = p.shmA()->side();
-  std::vector<uint8_t> out(4 << 20, 3), in(4 << 20);
+// A 4 MiB message that rank 1 has just offered to rank 0 for a cooperative copy.
+struct OfferedCoop {
+  Pair p{Config::fromEnv()};
+  std::vector<uint8_t> out = std::vector<uint8_t>(4 << 20, 3), in = std::vector<uint8_t>(4 << 20);
   Xfer s{out.data(), out.size()}, r{in.data(), in.size()};
-  r.assist = true;
-  p.a->postSend(&s);
-  p.b->postRecv(&r);
-  p.b->progress();
-  std::atomic_ref<uint64_t>(seg.chan(ch)->coopClaim).store((uint64_t{77} << 32) | shm::kCoopOpen);
-  expectRemoteError(driveUntilError(p.b, {&r}), "overwrote the cooperative copy's claim word");
+  shm::ChanCtl* chan;  // the channel rank 0 sends on
+  OfferedCoop() {
+    chan = p.shmA()->segment().chan(p.shmA()->side());
+    r.assist = true;
+    p.a->postSend(&s);
+    p.b->postRecv(&r);
+    p.b->progress();  // record, offer, first piece
+  }
+};
+
+TEST(ShmCoop, OverwrittenClaimWordIsAnError) {
+  OfferedCoop c;
+  std::atomic_ref<uint64_t>(c.chan->coopClaim).store((uint64_t{77} << 32) | shm::kCoopOpen);
+  expectRemoteError(driveUntilError(c.p.b, {&c.r}), "overwrote the cooperative copy's claim word");
 }
 
 TEST(ShmCoop, CorruptOfferIsAnErrorOnTheSender) {
-  Pair p(Config::fromEnv());
-  const shm::Segment& seg = p.shmA()->segment();
-  int ch = p.shmA()->side();
-  std::vector<uint8_t> out(4 << 20, 3), in(4 << 20);
-  Xfer s{out.data(), out.size()}, r{in.data(), in.size()};
-  r.assist = true;
-  p.a->postSend(&s);
-  p.b->postRecv(&r);
-  p.b->progress();
-  std::atomic_ref<uint64_t>(seg.chan(ch)->coopBytes).store(uint64_t{1} << 40);
-  expectRemoteError(driveUntilError(p.a, {&s}), "corrupt cooperative copy");
+  OfferedCoop c;
+  std::atomic_ref<uint64_t>(c.chan->coopBytes).store(uint64_t{1} << 40);
+  expectRemoteError(driveUntilError(c.p.a, {&c.s}), "corrupt cooperative copy");
 }
 
 TEST(ShmFault, SingleCopyRecordWhenNotNegotiated) {

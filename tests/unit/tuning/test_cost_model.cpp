@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,10 @@ namespace {
 const char* const kAllReduce[] = {"ring", "rd", "hd", "tree", "hier"};
 
 // A job whose rank r lives on host hosts[r] (hosts without hardware detail: every
-// inter-host pair is plain Ethernet, every intra-host pair the pessimistic class).
-JobTopo makeJob(const std::vector<std::string>& hosts, LinkTable table = LinkTable::defaults()) {
+// inter-host pair is plain Ethernet, every intra-host pair the pessimistic class). Rank r
+// may run on cpus(r) (default: CPU r % 16 alone), on the kernel with id `kernel`.
+JobTopo makeJob(const std::vector<std::string>& hosts, LinkTable table = LinkTable::defaults(),
+                const std::function<std::vector<int>(int)>& cpus = nullptr, uint64_t kernel = 0) {
   HostTopo t;
   t.hostname = "n";
   t.pus = 16;
@@ -29,7 +32,8 @@ JobTopo makeJob(const std::vector<std::string>& hosts, LinkTable table = LinkTab
     in.hostId = hosts[r];
     in.hostname = hosts[r];
     in.pid = 100 + static_cast<int>(r);
-    in.cpus = {static_cast<int>(r % 16)};
+    in.cpus = cpus ? cpus(static_cast<int>(r)) : std::vector<int>{static_cast<int>(r % 16)};
+    in.kernelId = kernel;
     ps.push_back(makePlacement(t, in));
   }
   return JobTopo(std::move(ps), table);
@@ -177,24 +181,14 @@ TEST(CostModel, SegmentsAndParams) {
 namespace coll {
 namespace {
 
-// Ranks on hosts[r], every rank allowed on `cpus` CPUs starting at `first(r)`.
+// Every rank allowed on `cpus` CPUs: the same ones, or (pinnedApart) a range of its own.
 JobTopo jobWithCpus(const std::vector<std::string>& hosts, int cpus, bool pinnedApart, uint64_t kernel = 0) {
-  HostTopo t;
-  t.hostname = "n";
-  t.pus = 64;
-  std::vector<RankPlacement> ps;
-  for (size_t r = 0; r < hosts.size(); ++r) {
-    PlacementInput in;
-    in.rank = static_cast<int>(r);
-    in.hostId = hosts[r];
-    in.hostname = hosts[r];
-    in.pid = 100 + static_cast<int>(r);
-    int first = pinnedApart ? static_cast<int>(r) * cpus : 0;
-    for (int c = 0; c < cpus; ++c) in.cpus.push_back(first + c);
-    in.kernelId = kernel;
-    ps.push_back(makePlacement(t, in));
-  }
-  return JobTopo(std::move(ps), LinkTable::defaults());
+  auto mask = [=](int r) {
+    std::vector<int> m;
+    for (int c = 0; c < cpus; ++c) m.push_back((pinnedApart ? r * cpus : 0) + c);
+    return m;
+  };
+  return makeJob(hosts, LinkTable::defaults(), mask, kernel);
 }
 
 TEST(CostModel, OversubscriptionFromPlacements) {

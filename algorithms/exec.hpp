@@ -12,6 +12,33 @@
 
 namespace coll {
 
+// A short list that lives inside its owner up to N entries and moves to the heap only
+// beyond: most operations talk to one or two peers, and a Progress is made per call, so
+// a heap allocation here would show in the small-message latency.
+template <typename T, size_t N>
+class SmallList {
+ public:
+  void push_back(const T& v) {
+    if (n_ < N) {
+      inline_[n_++] = v;
+      return;
+    }
+    if (heap_.empty()) heap_.assign(inline_, inline_ + N);
+    heap_.push_back(v);
+    ++n_;
+  }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  const T* begin() const { return n_ <= N ? inline_ : heap_.data(); }
+  const T* end() const { return begin() + n_; }
+  const T& operator[](size_t i) const { return begin()[i]; }
+
+ private:
+  T inline_[N];
+  std::vector<T> heap_;
+  size_t n_ = 0;
+};
+
 class Progress {
  public:
   Progress(Comm& comm, const char* what);
@@ -43,8 +70,8 @@ class Progress {
   const char* what_;
   Deadline deadline_;
   Backoff backoff_;
-  std::vector<Link*> links_;
-  std::vector<int> touchedPeers_;
+  SmallList<Link*, 8> links_;
+  SmallList<int, 8> touchedPeers_;
   std::vector<pollfd> pollFds_;
 };
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <set>
 
+#include "algorithms/exec.hpp"
 #include "algorithms/patterns/hd.hpp"
 #include "algorithms/patterns/layout.hpp"
 #include "algorithms/patterns/tree.hpp"
@@ -164,3 +165,22 @@ TEST(Patterns, LayoutInvertsOrders) {
 
 }  // namespace
 }  // namespace coll::patterns
+
+namespace {
+
+// Progress keeps its peers in a SmallList: inline up to N, then on the heap, in order.
+TEST(SmallList, KeepsOrderAcrossTheInlineLimit) {
+  coll::SmallList<int, 3> l;
+  EXPECT_TRUE(l.empty());
+  for (int i = 0; i < 10; ++i) {
+    l.push_back(i * 7);
+    ASSERT_EQ(l.size(), static_cast<size_t>(i + 1));
+    for (int j = 0; j <= i; ++j) ASSERT_EQ(l[j], j * 7) << "after " << i + 1 << " pushes";
+  }
+  int sum = 0;
+  for (int v : l) sum += v;
+  EXPECT_EQ(sum, 7 * 45);
+  EXPECT_NE(std::find(l.begin(), l.end(), 63), l.end());
+}
+
+}  // namespace

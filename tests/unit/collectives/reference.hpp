@@ -3,14 +3,34 @@
 // float16/bfloat16), and the expected result is computed element by element.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "collective.h"
 #include "core/reduce.hpp"
 
 namespace testing_coll {
+
+// Every data type and reduction of the C API, for tests that sweep them all.
+inline constexpr collDataType_t kTypes[] = {collInt8,   collUint8,   collInt32,    collUint32,  collInt64,
+                                            collUint64, collFloat16, collBfloat16, collFloat32, collFloat64};
+inline constexpr collRedOp_t kOps[] = {collSum, collProd, collMax, collMin, collAvg};
+
+// Counts failures from many rank threads and reports the first ten, so one wrong
+// configuration does not flood the log with every element it got wrong.
+struct Failures {
+  std::mutex mu;
+  int count = 0;
+  void add(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (++count <= 10) ADD_FAILURE() << what;
+  }
+};
 
 // A small integer for (seed, rank, index): in [-4, 4] for sums, in {-2,-1,1,2} for products.
 inline int64_t smallValue(uint32_t seed, int rank, size_t i, collRedOp_t op) {

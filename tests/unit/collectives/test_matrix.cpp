@@ -13,19 +13,6 @@ using namespace testing_coll;
 
 namespace {
 
-const collDataType_t kTypes[] = {collInt8,  collUint8,   collInt32,   collUint32,  collInt64,
-                                 collUint64, collFloat16, collBfloat16, collFloat32, collFloat64};
-const collRedOp_t kOps[] = {collSum, collProd, collMax, collMin, collAvg};
-
-struct Failures {
-  std::mutex mu;
-  int count = 0;
-  void add(const std::string& what) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (++count <= 10) ADD_FAILURE() << what;
-  }
-};
-
 bool sameValue(const void* got, const void* want, size_t i, collDataType_t dt, collRedOp_t op) {
   size_t es = collTypeSize(dt);
   if (memcmp(static_cast<const char*>(got) + i * es, static_cast<const char*>(want) + i * es, es) == 0) return true;

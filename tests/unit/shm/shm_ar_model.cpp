@@ -105,15 +105,8 @@ void fusedAllReduce(Link* l, int rank, pid_t peer, const Opt& o, const float* in
 void runRank(int fd, int rank, pid_t pid0, pid_t pid1, const Opt& o) {
   Config cfg = Config::fromEnv();
   PairBootstrap boot(fd, rank);
-  TransportContext ctx;
-  ctx.rank = rank;
-  ctx.nranks = 2;
-  ctx.cfg = &cfg;
-  ctx.bootstrap = &boot;
-  ctx.pids = {pid0, pid1};
-  ctx.jobTag = "armodel" + std::to_string(pid0);
-  auto links = makeTransport("shm")->connect(ctx, {1 - rank});
-  Link* l = links.at(1 - rank).get();
+  auto link = connectShmPair(boot, rank, pid0, pid1, "armodel" + std::to_string(pid0), cfg);
+  Link* l = link.get();
   std::vector<float> in(o.size / 4, 1.0f + rank), out(o.size / 4, 0), slots(o.depth * o.chunk / 4);
   uint64_t addrs[2] = {reinterpret_cast<uint64_t>(in.data()), reinterpret_cast<uint64_t>(out.data())};
   std::vector<uint8_t> all = boot.allGather(addrs, sizeof addrs);

@@ -126,15 +126,8 @@ double bandwidth(Link* link, const Options& o) {
 
 void runRank(int fd, int rank, pid_t pid0, pid_t pid1, const Options& o, const Config& cfg) {
   PairBootstrap boot(fd, rank);
-  TransportContext ctx;
-  ctx.rank = rank;
-  ctx.nranks = 2;
-  ctx.cfg = &cfg;
-  ctx.bootstrap = &boot;
-  ctx.pids = {pid0, pid1};
-  ctx.jobTag = "bench" + std::to_string(pid0);
-  auto links = makeTransport("shm")->connect(ctx, {1 - rank});
-  Link* link = links.at(1 - rank).get();
+  auto owned = connectShmPair(boot, rank, pid0, pid1, "bench" + std::to_string(pid0), cfg);
+  Link* link = owned.get();
   char c = 0;
   boot.allGather(&c, 1);
   if (o.mode == "lat") {

@@ -53,15 +53,7 @@ int reap(pid_t pid) {
 std::unique_ptr<Link> connectPair(int fd, int rank, pid_t parent, pid_t child,
                                   const std::string& tag, const Config& cfg, int dieAt = -1) {
   PairBootstrap boot(fd, rank, dieAt);
-  TransportContext ctx;
-  ctx.rank = rank;
-  ctx.nranks = 2;
-  ctx.cfg = &cfg;
-  ctx.bootstrap = &boot;
-  ctx.pids = {parent, child};
-  ctx.jobTag = tag;
-  auto links = makeTransport("shm")->connect(ctx, {1 - rank});
-  return std::move(links.at(1 - rank));
+  return connectShmPair(boot, rank, parent, child, tag, cfg);
 }
 
 // Both directions at once, every size posted as one window; returns wrong messages.

@@ -60,4 +60,17 @@ void drive(const std::vector<Link*>& links, const std::vector<Xfer*>& xfers, dou
   }
 }
 
+std::unique_ptr<Link> connectShmPair(PairBootstrap& boot, int rank, pid_t pid0, pid_t pid1,
+                                     const std::string& tag, const Config& cfg) {
+  TransportContext ctx;
+  ctx.rank = rank;
+  ctx.nranks = 2;
+  ctx.cfg = &cfg;
+  ctx.bootstrap = &boot;
+  ctx.pids = {pid0, pid1};
+  ctx.jobTag = tag;
+  auto links = makeTransport("shm")->connect(ctx, {1 - rank});
+  return std::move(links.at(1 - rank));
+}
+
 }  // namespace coll::shmtest

@@ -99,6 +99,11 @@ class PairBootstrap : public FakeBootstrap {
   int gathers_ = 0;
 };
 
+// Connects the shm link between the two processes of `boot` (rank 0 runs as pid0, rank 1
+// as pid1) and returns this rank's link to the other.
+std::unique_ptr<Link> connectShmPair(PairBootstrap& boot, int rank, pid_t pid0, pid_t pid1,
+                                     const std::string& tag, const Config& cfg);
+
 // Progresses `links` until every transfer completes; throws coll::Error from the links
 // or collTimeout.
 void drive(const std::vector<Link*>& links, const std::vector<Xfer*>& xfers,

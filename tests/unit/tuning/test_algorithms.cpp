@@ -29,19 +29,6 @@ const Variant kVariants[] = {
     {"auto", "", nullptr, nullptr},
 };
 
-const collDataType_t kTypes[] = {collInt8,  collUint8,   collInt32,   collUint32,  collInt64,
-                                 collUint64, collFloat16, collBfloat16, collFloat32, collFloat64};
-const collRedOp_t kOps[] = {collSum, collProd, collMax, collMin, collAvg};
-
-struct Failures {
-  std::mutex mu;
-  int count = 0;
-  void add(const std::string& what) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (++count <= 10) ADD_FAILURE() << what;
-  }
-};
-
 std::string label(const char* coll, int r, collDataType_t dt, collRedOp_t op, size_t count, bool inPlace) {
   return std::string(coll) + " rank " + std::to_string(r) + " type " + std::to_string(dt) + " op " +
          std::to_string(op) + " count " + std::to_string(count) + (inPlace ? " in-place" : "");

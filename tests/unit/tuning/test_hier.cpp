@@ -17,10 +17,6 @@ using namespace testing_coll;
 
 namespace {
 
-const collDataType_t kTypes[] = {collInt8,  collUint8,   collInt32,   collUint32,  collInt64,
-                                 collUint64, collFloat16, collBfloat16, collFloat32, collFloat64};
-const collRedOp_t kOps[] = {collSum, collProd, collMax, collMin, collAvg};
-
 // All-reduce over every type and op at a few counts, then a larger float buffer.
 int allReduceChecks(int r, collComm_t comm, std::vector<uint64_t>& report, int n, bool full) {
   int fails = 0;

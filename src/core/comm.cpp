@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/socket.hpp"
 #include "core/types.hpp"
 #include "core/wait.hpp"
 #include "algorithms/exec.hpp"
@@ -77,6 +78,22 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks)
   return c;
 }
 
+// The interface the TCP transport will use towards other hosts (the same choice:
+// COLL_SOCKET_IFNAME, else the one that reaches the rendezvous root), described with its
+// effective speed for the cost model. Nothing on a single host.
+LocalNet Comm::interHostInterface() const {
+  const std::vector<PeerInfo>& peers = boot_->peers();
+  bool oneHost = std::all_of(peers.begin(), peers.end(),
+                             [&](const PeerInfo& p) { return p.hostId == peers[0].hostId; });
+  if (oneHost) return {};
+  try {
+    return describeLocalNet(chooseLocalAddrFor(id_.root, cfg_.getStr(kSocketIfnameEnv)));
+  } catch (const Error& e) {
+    COLL_INFO("topology: no interface speed for the cost model: %s", e.what());
+    return {};
+  }
+}
+
 void Comm::discoverTopology() {
   // hwloc discovery costs tens of milliseconds; ranks of one process (tests, frameworks
   // that run one communicator per thread) share the result, which never changes.
@@ -91,7 +108,8 @@ void Comm::discoverTopology() {
     if (it == cache.end()) it = cache.emplace(file ? file : "", discoverLocal(cfg_)).first;
     local = it->second;
   }
-  topo_ = exchangeJobTopo(*boot_, local, LinkTable::fromConfig(cfg_));
+  localNet_ = interHostInterface();
+  topo_ = exchangeJobTopo(*boot_, local, LinkTable::fromConfig(cfg_), -1, localNet_);
   ringOrder_ = coll::ringOrder(topo_);
   ringPos_ = rank_;
   bool identity = true;

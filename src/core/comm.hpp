@@ -19,6 +19,7 @@
 #include "core/config.hpp"
 #include "core/op.hpp"
 #include "topology/job.hpp"
+#include "topology/netdev.hpp"
 #include "transport/transport.hpp"
 #include "tuning/select.hpp"
 
@@ -41,6 +42,8 @@ class Comm {
   const std::vector<PeerInfo>& peers() const { return boot_->peers(); }
   // Hosts, local ranks, leaders, path classes and ring order of this communicator.
   const JobTopo& topology() const { return topo_; }
+  // The interface this rank's inter-host traffic leaves through (empty on a single host).
+  const LocalNet& localNet() const { return localNet_; }
   // The topology's ring order (ranks of a host together, NUMA/PCI/NIC locality; the
   // same on every rank) for flat rings, or null when it is plain rank order.
   const int* ringOrder() const { return ringOrder_.empty() ? nullptr : ringOrder_.data(); }
@@ -88,6 +91,7 @@ class Comm {
   Comm() = default;
   void connectTransports();
   void discoverTopology();
+  LocalNet interHostInterface() const;
   void executeOps(const OpArgs* ops, size_t n);
   void executeP2P(const std::vector<const OpArgs*>& ops);
   void runQueued(const std::shared_ptr<Request>& req);
@@ -110,6 +114,7 @@ class Comm {
   std::vector<std::vector<uint8_t>> scratch_;
   std::unique_ptr<Selector> selector_;
   JobTopo topo_;
+  LocalNet localNet_;
   std::chrono::steady_clock::time_point lastHealthCheck_{};
 
   std::atomic<collResult_t> asyncError_{collSuccess};

@@ -89,7 +89,7 @@ void printJob(const Args& a, const coll::Config& cfg, collComm_t handle) {
   coll::LinkTable table = coll::LinkTable::fromConfig(cfg);
   int local = coll::hostLocalRank(comm.peers(), comm.rank());
   int gpu = a.gpusByLocalRank && !topo.gpus.empty() ? local % static_cast<int>(topo.gpus.size()) : -1;
-  coll::JobTopo job = coll::exchangeJobTopo(comm.bootstrap(), topo, table, gpu);
+  coll::JobTopo job = coll::exchangeJobTopo(comm.bootstrap(), topo, table, gpu, comm.localNet());
   if (comm.rank() == 0) {
     std::ostringstream os;
     os << "(topology of rank 0's host)\n";

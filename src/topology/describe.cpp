@@ -10,6 +10,12 @@
 namespace coll {
 namespace {
 
+// "100 Gb/s", "1 Gb/s", "500 Mb/s".
+std::string speedText(uint64_t mbps) {
+  return mbps >= 1000 && mbps % 1000 == 0 ? std::to_string(mbps / 1000) + " Gb/s"
+                                          : std::to_string(mbps) + " Mb/s";
+}
+
 std::string bytesText(uint64_t b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
@@ -114,7 +120,7 @@ std::string describeHost(const HostTopo& t) {
     os << "  nic " << i << " " << n.name << " (" << nicKindName(n.kind)
        << (n.netdev.empty() || n.netdev == n.name ? "" : ", " + n.netdev) << ") " << n.busId << " "
        << locText(t, n.loc) << ", speed "
-       << (n.speedMbps ? std::to_string(n.speedMbps / 1000) + " Gb/s" : std::string("unknown"))
+       << (n.speedMbps ? speedText(n.speedMbps) : std::string("unknown"))
        << "\n      pci: " << pciText(n.pciPath, n.pciLinkGBs) << "\n";
   }
   if (t.gpus.empty()) os << "  no GPUs\n";
@@ -162,9 +168,12 @@ std::string describeJob(const JobTopo& job) {
   char buf[256];
   for (int r = 0; r < job.nranks(); ++r) {
     const RankPlacement& p = job.placement(r);
-    std::string nic = p.nic < 0 ? "-"
-                                : std::string(p.nicName) + " (" +
-                                      pathClassName(static_cast<PathClass>(p.nicPath)) + ")";
+    std::string nic = "-";
+    if (p.nic >= 0)
+      nic = std::string(p.nicName) + " (" + pathClassName(static_cast<PathClass>(p.nicPath)) + ")";
+    else if (p.nicName[0])
+      nic = std::string(p.nicName) + " (interface)";
+    if (p.nicSpeedMbps) nic += " " + speedText(p.nicSpeedMbps);
     snprintf(buf, sizeof buf, "  %4d %4d %5d %-8d %3d/%-3d (cpu %-4d)   %-14s %s\n", r, job.hostOf(r),
              job.localRank(r), p.pid, p.package, p.numa, p.firstCpu,
              p.gpu < 0 ? "-" : (std::to_string(p.gpu) + " " + p.gpuBusId).c_str(), nic.c_str());

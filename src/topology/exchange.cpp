@@ -37,7 +37,8 @@ int hostLocalRank(const std::vector<PeerInfo>& peers, int rank) {
   return local;
 }
 
-JobTopo exchangeJobTopo(Bootstrap& boot, const HostTopo& topo, const LinkTable& table, int gpu) {
+JobTopo exchangeJobTopo(Bootstrap& boot, const HostTopo& topo, const LinkTable& table, int gpu,
+                        const LocalNet& net) {
   const int me = boot.rank(), n = boot.nranks();
   const PeerInfo& self = boot.peers()[me];
   PlacementInput in;
@@ -49,6 +50,8 @@ JobTopo exchangeJobTopo(Bootstrap& boot, const HostTopo& topo, const LinkTable& 
   in.gpu = gpu;
   in.tieBreak = hostLocalRank(boot.peers(), me);
   in.kernelId = runningKernelId();
+  in.netName = net.name;
+  in.netSpeedMbps = net.speedMbps;
   RankPlacement mine = makePlacement(topo, in);
   std::vector<uint8_t> bytes = boot.allGather(&mine, sizeof mine);
   COLL_ENFORCE_EQ(bytes.size(), sizeof mine * n, collInternalError, "topology: placement all-gather size");

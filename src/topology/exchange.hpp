@@ -6,6 +6,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "topology/job.hpp"
+#include "topology/netdev.hpp"
 
 namespace coll {
 
@@ -17,7 +18,9 @@ int hostLocalRank(const std::vector<PeerInfo>& peers, int rank);
 // `gpu` (-1: none), its NIC spread over equals by local rank), all-gathers every rank's
 // placement and builds the job view, identical on every rank. Throws what the bootstrap
 // throws, and collRemoteError for a malformed peer placement.
-JobTopo exchangeJobTopo(Bootstrap& boot, const HostTopo& topo, const LinkTable& table, int gpu = -1);
+// `net`: the interface this rank's inter-host traffic leaves through (empty: unknown).
+JobTopo exchangeJobTopo(Bootstrap& boot, const HostTopo& topo, const LinkTable& table, int gpu = -1,
+                        const LocalNet& net = {});
 
 // The index of the GPU with this PCI bus id, -1 if none. Accepts CUDA's "0000:19:00.0",
 // NVML's "00000000:19:00.0" and either case.

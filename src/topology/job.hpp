@@ -65,6 +65,10 @@ struct PlacementInput {
   int gpu = -1;           // index into HostTopo::gpus, -1 for a CPU-only rank
   int tieBreak = 0;       // spreads ranks over equally close NICs (e.g. the local rank)
   uint64_t kernelId = 0;  // runningKernelId()
+  // The interface its inter-host traffic leaves through and that interface's effective
+  // speed (topology/netdev.hpp); used where hwloc knows no NIC or knows it unshaped.
+  std::string netName;
+  uint64_t netSpeedMbps = 0;
 };
 
 // A hash of /proc/sys/kernel/random/boot_id (0 when unreadable).

@@ -92,7 +92,14 @@ RankPlacement makePlacement(const HostTopo& topo, const PlacementInput& in) {
     p.nicKind = static_cast<uint8_t>(n.kind);
     p.nicPath = static_cast<uint8_t>(classify(topo, nicSource(p), DevRef::nic(nic)));
     p.nicSpeedMbps = n.speedMbps;
+    // The same interface seen by the socket layer: its shaped rate may be lower.
+    if (in.netSpeedMbps && in.netName == n.name && (!p.nicSpeedMbps || in.netSpeedMbps < p.nicSpeedMbps))
+      p.nicSpeedMbps = in.netSpeedMbps;
     copyText(p.nicName, n.name);
+  } else if (in.netSpeedMbps) {
+    // No NIC hwloc could see (a virtual interface): its speed still bounds the network.
+    p.nicSpeedMbps = in.netSpeedMbps;
+    copyText(p.nicName, in.netName);
   }
   return p;
 }

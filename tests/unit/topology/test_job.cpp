@@ -128,6 +128,43 @@ std::vector<int> allCpus(const HostTopo& t) {
   return cpus;
 }
 
+// The interface the sockets use (netdev.hpp) sets the network speed where hwloc sees no
+// NIC (veth, bridges), and lowers a known NIC's speed when it is shaped below it.
+TEST(TopoJob, InterfaceSpeedBoundsTheNetwork) {
+  auto placeWithNet = [](const HostTopo& t, int rank, const std::string& host, std::vector<int> cpus,
+                         const std::string& ifname, uint64_t mbps) {
+    PlacementInput in;
+    in.rank = rank;
+    in.hostId = in.hostname = host;
+    in.pid = 1000 + rank;
+    in.cpus = std::move(cpus);
+    in.netName = ifname;
+    in.netSpeedMbps = mbps;
+    return makePlacement(t, in);
+  };
+  HostTopo bare = hostOnly();
+  JobTopo veth({placeWithNet(bare, 0, "A", {0}, "veth0", 1000), placeWithNet(bare, 1, "B", {0}, "veth0", 2000)},
+               LinkTable::defaults());
+  EXPECT_EQ(veth.placement(0).nic, -1);
+  EXPECT_STREQ(veth.placement(0).nicName, "veth0");
+  EXPECT_DOUBLE_EQ(veth.link(0, 1).bwGBs, 0.125);  // the slower end, 1 Gb/s
+  JobTopo unknown({placeWithNet(bare, 0, "A", {0}, "", 0), placeWithNet(bare, 1, "B", {0}, "veth0", 1000)},
+                  LinkTable::defaults());
+  EXPECT_DOUBLE_EQ(unknown.link(0, 1).bwGBs, LinkTable::defaults().ethernet.bwGBs);
+
+  HostTopo epyc = loadXml(dataFile("epyc_nps2_eth.xml"));  // ens6f0, 100 GbE
+  auto cpus = epyc.numas[3].cpus;
+  JobTopo shaped({placeWithNet(epyc, 0, "X", cpus, "ens6f0", 10000), placeWithNet(epyc, 1, "Y", cpus, "ens6f0", 10000)},
+                 LinkTable::defaults());
+  EXPECT_DOUBLE_EQ(shaped.link(0, 1).bwGBs, 1.25);
+  JobTopo other({placeWithNet(epyc, 0, "X", cpus, "eth9", 10000), placeWithNet(epyc, 1, "Y", cpus, "eth9", 10000)},
+                LinkTable::defaults());
+  EXPECT_DOUBLE_EQ(other.link(0, 1).bwGBs, 12.5) << "another interface says nothing about ens6f0";
+  JobTopo faster({placeWithNet(epyc, 0, "X", cpus, "ens6f0", 400000), placeWithNet(epyc, 1, "Y", cpus, "ens6f0", 400000)},
+                 LinkTable::defaults());
+  EXPECT_DOUBLE_EQ(faster.link(0, 1).bwGBs, 12.5) << "a shaper cannot make the NIC faster";
+}
+
 // Two 8-GPU servers, ranks numbered across them alternately, GPUs handed out unevenly.
 TEST(TopoJob, GpuServersInterleaved) {
   HostTopo t = loadXml(dataFile("gpu8_ib4.xml"));

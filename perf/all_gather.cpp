@@ -4,7 +4,7 @@
 
 namespace {
 collResult_t call(const perf::CallArgs& a) {
-  return collAllGather(a.send, a.recv, a.count, a.type, a.comm, nullptr);
+  return collAllGather(a.send, a.recv, a.count, a.type, a.comm, a.stream);
 }
 }  // namespace
 

@@ -4,7 +4,7 @@
 
 namespace {
 collResult_t call(const perf::CallArgs& a) {
-  return collAllToAll(a.send, a.recv, a.count, a.type, a.comm, nullptr);
+  return collAllToAll(a.send, a.recv, a.count, a.type, a.comm, a.stream);
 }
 }  // namespace
 

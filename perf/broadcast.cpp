@@ -4,7 +4,7 @@
 
 namespace {
 collResult_t call(const perf::CallArgs& a) {
-  return collBroadcast(a.send, a.recv, a.count, a.type, a.root, a.comm, nullptr);
+  return collBroadcast(a.send, a.recv, a.count, a.type, a.root, a.comm, a.stream);
 }
 }  // namespace
 

@@ -116,9 +116,10 @@ const std::vector<Flag>& flags() {
       {'N', "run_cycles", [](Options& o, auto& f, auto& v) {
          o.cycles = static_cast<int>(parseInt(f, v, 0, kIntMax));
        }},
-      // One rank per process: threads and GPUs per process are fixed at 1.
+      // One rank per process: one thread, and at most one GPU (-g 0 keeps the buffers in
+      // host memory, which nccl-tests cannot do but a CPU library can).
       {'t', "nthreads", [](Options&, auto& f, auto& v) { parseInt(f, v, 1, 1); }},
-      {'g', "ngpus", [](Options&, auto& f, auto& v) { parseInt(f, v, 1, 1); }},
+      {'g', "ngpus", [](Options& o, auto& f, auto& v) { o.deviceBuffers = parseInt(f, v, 0, 1) == 1; }},
   };
   return table;
 }
@@ -233,7 +234,9 @@ std::string usageText(const char* prog) {
      << " (default 3)\n"
      << "  -m,--agg_iters <n>       calls grouped per iteration (default 1)\n"
      << "  -N,--run_cycles <n>      repeat the sweep n times, 0 = forever (default 1)\n"
-     << "  -t, -g                   accepted with value 1 only\n";
+     << "  -g,--ngpus <0|1>         1: buffers in GPU memory (one GPU per local rank) and the\n"
+     << "                           calls on a CUDA stream; 0: host memory (default)\n"
+     << "  -t,--nthreads 1          accepted with value 1 only\n";
   return os.str();
 }
 

@@ -47,6 +47,9 @@ struct Options {
   AvgMode average = AvgMode::Max;
   int aggIters = 1;
   int cycles = 1;            // 0: run until killed
+  // -g 1: send/recv buffers in device memory (one GPU per local rank) and the calls on a
+  // stream; -g 0 (the default): host memory, no stream. Needs a CUDA build and a device.
+  bool deviceBuffers = false;
   bool help = false;
 };
 

@@ -4,7 +4,7 @@
 
 namespace {
 collResult_t call(const perf::CallArgs& a) {
-  return collReduce(a.send, a.recv, a.count, a.type, a.op, a.root, a.comm, nullptr);
+  return collReduce(a.send, a.recv, a.count, a.type, a.op, a.root, a.comm, a.stream);
 }
 }  // namespace
 

@@ -4,7 +4,7 @@
 
 namespace {
 collResult_t call(const perf::CallArgs& a) {
-  return collReduceScatter(a.send, a.recv, a.count, a.type, a.op, a.comm, nullptr);
+  return collReduceScatter(a.send, a.recv, a.count, a.type, a.op, a.comm, a.stream);
 }
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_memory.hpp"
 #include "check.hpp"
 
 namespace perf {
@@ -27,19 +28,6 @@ void checkCall(collResult_t r, const char* what, collComm_t comm) {
   if (r == collSuccess) return;
   throw LibError(std::string(what) + " failed: " + collGetErrorString(r) + ": " +
                  collGetLastError(comm));
-}
-
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<char, FreeDeleter>;
-
-Buffer allocBuffer(size_t bytes) {
-  constexpr size_t kAlign = 4096;
-  size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-  void* p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
-  if (!p) throw std::runtime_error("cannot allocate " + std::to_string(bytes) + " bytes");
-  return Buffer(static_cast<char*>(p));
 }
 
 // Destroys the communicator on the way out, or aborts it when the run failed so that
@@ -67,9 +55,19 @@ struct Result {
   uint64_t wrong = 0;
 };
 
+// Who each rank is, for the "# Using devices" header and the local rank.
+struct RankInfo {
+  int32_t pid;
+  int32_t device;  // -1: host buffers
+  char host[60];
+  char deviceName[120];
+};
+
 class Bench {
  public:
   Bench(const Options& o, const ToolDesc& t, collComm_t comm);
+  // Picks this rank's GPU (with -g 1) and allocates the buffers.
+  void setup();
   void printHeader(const char* prog);
   void sweep();
   int finish();
@@ -79,6 +77,7 @@ class Bench {
   Result measure(const Counts& k, collDataType_t dt, collRedOp_t op, int root, bool inPlace,
                  IterCount ic);
   void prepare(const Counts& k, const Pattern& p, bool inPlace, size_t typeSize);
+  std::vector<RankInfo> gatherInfo(const RankInfo& mine);
   void runIters(const CallArgs& a, int iters, int agg);
   double combineTime(double localUs);
   uint64_t maxOverRanks(uint64_t v);
@@ -90,7 +89,8 @@ class Bench {
   int rank_ = 0;
   int nranks_ = 1;
   bool printer_ = false;
-  Buffer send_, recv_;
+  int device_ = -1;
+  std::unique_ptr<BenchMemory> mem_;
   double busBwSum_ = 0;
   int busBwCount_ = 0;
   uint64_t wrongTotal_ = 0;
@@ -101,21 +101,41 @@ Bench::Bench(const Options& o, const ToolDesc& t, collComm_t comm)
   checkCall(collCommUserRank(comm_, &rank_), "collCommUserRank", comm_);
   checkCall(collCommCount(comm_, &nranks_), "collCommCount", comm_);
   printer_ = rank_ == 0;
+}
+
+std::vector<RankInfo> Bench::gatherInfo(const RankInfo& mine) {
+  std::vector<RankInfo> all(static_cast<size_t>(nranks_));
+  checkCall(collAllGather(&mine, all.data(), sizeof mine, collUint8, comm_, nullptr),
+            "collAllGather(rank info)", comm_);
+  return all;
+}
+
+void Bench::setup() {
   // Every type's buffers fit in maxBytes (countsFor never exceeds the byte size).
-  send_ = allocBuffer(opts_.maxBytes);
-  recv_ = allocBuffer(opts_.maxBytes);
+  if (!opts_.deviceBuffers) {
+    mem_ = makeHostMemory(opts_.maxBytes);
+    return;
+  }
+  // One GPU per rank of a host: the local rank is this rank's place among the ranks
+  // whose host name is its own (whatever launched them).
+  RankInfo mine{};
+  gethostname(mine.host, sizeof mine.host - 1);
+  std::vector<RankInfo> all = gatherInfo(mine);
+  int localRank = 0;
+  for (int r = 0; r < rank_; ++r)
+    localRank += std::strncmp(all[static_cast<size_t>(r)].host, mine.host, sizeof mine.host) == 0;
+  device_ = selectDevice(localRank);
+  mem_ = makeDeviceMemory(opts_.maxBytes);
 }
 
 void Bench::printHeader(const char* prog) {
-  struct RankInfo {
-    int32_t pid;
-    char host[60];
-  } mine{}, none{};
+  RankInfo mine{};
   mine.pid = static_cast<int32_t>(getpid());
+  mine.device = device_;
   gethostname(mine.host, sizeof mine.host - 1);
-  std::vector<RankInfo> all(static_cast<size_t>(nranks_), none);
-  checkCall(collAllGather(&mine, all.data(), sizeof mine, collUint8, comm_, nullptr),
-            "collAllGather(rank info)", comm_);
+  std::snprintf(mine.deviceName, sizeof mine.deviceName, "%s",
+                device_ < 0 ? "cpu" : describeDevice(device_).c_str());
+  std::vector<RankInfo> all = gatherInfo(mine);
   if (!printer_) return;
   int version = 0;
   collGetVersion(&version);
@@ -135,8 +155,9 @@ void Bench::printHeader(const char* prog) {
   std::printf("#\n# Using devices\n");
   for (int r = 0; r < nranks_; ++r) {
     const RankInfo& ri = all[static_cast<size_t>(r)];
-    std::printf("#  Rank %2d Pid %6d on %10.*s device  0 [cpu]\n", r, ri.pid,
-                static_cast<int>(sizeof ri.host), ri.host);
+    std::printf("#  Rank %2d Pid %6d on %10.*s device %2d [%.*s]\n", r, ri.pid,
+                static_cast<int>(sizeof ri.host), ri.host, ri.device < 0 ? 0 : ri.device,
+                static_cast<int>(sizeof ri.deviceName), ri.deviceName);
   }
   std::printf("#\n#%61s%s%26s%s\n", "", "out-of-place", "", "in-place");
   const char* f = "# %10s  %12s  %8s  %6s  %6s  %8s  %7s  %7s  %6s  %8s  %7s  %7s  %6s\n";
@@ -198,11 +219,13 @@ std::string Bench::halfRow(const Result& r, size_t bytes) {
 void Bench::prepare(const Counts& k, const Pattern& p, bool inPlace, size_t typeSize) {
   // 0xFF bytes are NaN or -1/max in every type: never a value the pattern expects.
   if (inPlace) {
-    std::memset(recv_.get(), 0xFF, k.printedCount() * typeSize);
-    fillInput(recv_.get() + k.sendInplaceOffset * typeSize, k.sendCount, p, rank_);
+    std::memset(mem_->hostRecv(), 0xFF, k.printedCount() * typeSize);
+    fillInput(mem_->hostRecv() + k.sendInplaceOffset * typeSize, k.sendCount, p, rank_);
+    mem_->upload(0, k.printedCount() * typeSize);
   } else {
-    fillInput(send_.get(), k.sendCount, p, rank_);
-    std::memset(recv_.get(), 0xFF, k.recvCount * typeSize);
+    fillInput(mem_->hostSend(), k.sendCount, p, rank_);
+    std::memset(mem_->hostRecv(), 0xFF, k.recvCount * typeSize);
+    mem_->upload(k.sendCount * typeSize, k.recvCount * typeSize);
   }
 }
 
@@ -217,16 +240,19 @@ void Bench::runIters(const CallArgs& a, int iters, int agg) {
 Result Bench::measure(const Counts& k, collDataType_t dt, collRedOp_t op, int root,
                       bool inPlace, IterCount ic) {
   size_t ts = typeBytes(dt);
-  char* send = inPlace ? recv_.get() + k.sendInplaceOffset * ts : send_.get();
-  char* recv = inPlace ? recv_.get() + k.recvInplaceOffset * ts : recv_.get();
-  CallArgs a{send, recv, k.paramCount, dt, op, root, rank_, nranks_, comm_};
+  char* send = inPlace ? mem_->recv() + k.sendInplaceOffset * ts : mem_->send();
+  char* recv = inPlace ? mem_->recv() + k.recvInplaceOffset * ts : mem_->recv();
+  CallArgs a{send, recv, k.paramCount, dt, op, root, rank_, nranks_, comm_, mem_->stream()};
   Pattern pattern(dt, collHasOp(tool_.coll) ? op : kNoOp, nranks_);
 
   prepare(k, pattern, inPlace, ts);
   runIters(a, ic.warmup, opts_.aggIters);
+  mem_->sync();
   checkCall(collBarrier(comm_), "collBarrier", comm_);
   auto start = std::chrono::steady_clock::now();
   runIters(a, ic.iters, opts_.aggIters);
+  // Stream-ordered calls return before their work is done: the time includes it.
+  mem_->sync();
   std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
   Result r;
   r.timeUs = combineTime(elapsed.count() / (static_cast<double>(ic.iters) * opts_.aggIters));
@@ -235,7 +261,9 @@ Result Bench::measure(const Counts& k, collDataType_t dt, collRedOp_t op, int ro
     // A fresh single call: the timed loop reduced in place over and over.
     prepare(k, pattern, inPlace, ts);
     runIters(a, 1, 1);
-    r.wrong = maxOverRanks(countWrong(tool_.coll, pattern, k, nranks_, rank_, root, recv));
+    mem_->download((inPlace ? k.printedCount() : k.recvCount) * ts);
+    const char* out = mem_->hostRecv() + (inPlace ? k.recvInplaceOffset * ts : 0);
+    r.wrong = maxOverRanks(countWrong(tool_.coll, pattern, k, nranks_, rank_, root, out));
   }
   return r;
 }
@@ -299,6 +327,19 @@ int runTool(int argc, char** argv, const ToolDesc& tool) {
     std::fputs(usageText(prog).c_str(), stdout);
     return 0;
   }
+  // Refused before joining the job: every rank fails alike, at once, and none waits for
+  // peers that will never come.
+  if (opts.deviceBuffers) {
+    const std::string why = deviceBuffersUnavailable();
+    if (!why.empty()) {
+      std::fprintf(stderr, "%s: -g 1: %s\n", prog, why.c_str());
+      return 2;
+    }
+    if (opts.aggIters > 1) {
+      std::fprintf(stderr, "%s: -g 1 takes -m 1 only (grouped calls take host buffers)\n", prog);
+      return 2;
+    }
+  }
   collComm_t comm = nullptr;
   collResult_t res = collCommInitFromEnv(&comm);
   if (res != collSuccess) {
@@ -317,6 +358,7 @@ int runTool(int argc, char** argv, const ToolDesc& tool) {
       return 2;
     }
     Bench bench(opts, tool, comm);
+    bench.setup();
     bench.printHeader(prog);
     for (int c = 0; opts.cycles == 0 || c < opts.cycles; ++c) bench.sweep();
     return bench.finish();

@@ -21,6 +21,7 @@ struct CallArgs {
   int rank;
   int nranks;
   collComm_t comm;
+  void* stream;  // -g 1: the rank's CUDA stream (collStream_t); null for host buffers
 };
 
 using CallFn = collResult_t (*)(const CallArgs&);

@@ -7,6 +7,17 @@ namespace {
 collResult_t call(const perf::CallArgs& a) {
   int next = (a.rank + 1) % a.nranks;
   int prev = (a.rank - 1 + a.nranks) % a.nranks;
+  if (a.stream) {
+    // Device buffers (-g 1) cannot be grouped. Stream-ordered calls run in issue order,
+    // so even ranks send first and odd ranks receive first: rank 0's send completes
+    // (rank 1 receives first), and every other wait hangs off that chain, so no cycle.
+    if (a.rank % 2 == 0) {
+      collResult_t s = collSend(a.send, a.count, a.type, next, a.comm, a.stream);
+      return s != collSuccess ? s : collRecv(a.recv, a.count, a.type, prev, a.comm, a.stream);
+    }
+    collResult_t v = collRecv(a.recv, a.count, a.type, prev, a.comm, a.stream);
+    return v != collSuccess ? v : collSend(a.send, a.count, a.type, next, a.comm, a.stream);
+  }
   collResult_t r = collGroupStart();
   if (r != collSuccess) return r;
   collResult_t s = collSend(a.send, a.count, a.type, next, a.comm, nullptr);

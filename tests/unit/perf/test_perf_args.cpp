@@ -81,6 +81,18 @@ TEST(PerfParseArgs, EveryFlagShortForm) {
   EXPECT_EQ(o.average, perf::AvgMode::Min);
   EXPECT_EQ(o.aggIters, 4);
   EXPECT_EQ(o.cycles, 3);
+  EXPECT_TRUE(o.deviceBuffers);
+}
+
+TEST(PerfParseArgs, DeviceBuffersFlag) {
+  EXPECT_FALSE(parse({}).deviceBuffers);
+  EXPECT_FALSE(parse({"-g", "0"}).deviceBuffers);
+  EXPECT_TRUE(parse({"-g1"}).deviceBuffers);
+  EXPECT_TRUE(parse({"--ngpus=1"}).deviceBuffers);
+  EXPECT_TRUE(parse({"--ngpus", "1"}).deviceBuffers);
+  // One rank per process drives at most one GPU.
+  EXPECT_THROW(parse({"-g", "2"}), UsageError);
+  EXPECT_THROW(parse({"-g", "-1"}), UsageError);
 }
 
 TEST(PerfParseArgs, InlineAndLongForms) {

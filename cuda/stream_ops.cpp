@@ -58,6 +58,7 @@ struct StreamExecutor::Shared {
 struct StreamExecutor::Job {
   std::vector<StreamOpSpec> specs;
   HostGroupCollective run;
+  DeviceCollective direct;  // set for a device job (no specs, no staging)
   JobPlan plan;
   int device = 0;
   PinnedPool::Block staging;
@@ -173,20 +174,44 @@ void StreamExecutor::submit(void* stream, std::vector<StreamOpSpec> specs, HostG
       if (any) job->ready.push_back(backend_->recordEvent(stream, job->device));
     }
     if (job->ready.empty()) job->ready.push_back(backend_->recordEvent(stream, job->device));
-    auto arg = std::make_unique<HostFnArg>(HostFnArg{job, shared_, 2 * opts_.timeoutSec + 10});
-    shared_->hostFnStarted();
-    try {
-      backend_->launchHostFunc(stream, &streamWaitsForJob, arg.get());
-    } catch (...) {
-      shared_->hostFnFinished();
-      throw;
-    }
-    arg.release();
+    holdStream(stream, job);
   } catch (...) {
     if (copiesQueued) job->staging.leak();  // a queued copy may still write into it
     for (auto ev : job->ready) backend_->destroyEvent(ev);
     throw;
   }
+  push(std::move(job));
+}
+
+void StreamExecutor::enqueueDevice(void* stream, int device, DeviceCollective run) {
+  COLL_CHECK_ARG(run, "device job: no collective");
+  auto job = std::make_shared<Job>();
+  job->device = device;
+  job->direct = std::move(run);
+  backend_->checkStream(stream, device);
+  job->ready.push_back(backend_->recordEvent(stream, device));
+  try {
+    holdStream(stream, job);
+  } catch (...) {
+    backend_->destroyEvent(job->ready.back());
+    throw;
+  }
+  push(std::move(job));
+}
+
+void StreamExecutor::holdStream(void* stream, const std::shared_ptr<Job>& job) {
+  auto arg = std::make_unique<HostFnArg>(HostFnArg{job, shared_, 2 * opts_.timeoutSec + 10});
+  shared_->hostFnStarted();
+  try {
+    backend_->launchHostFunc(stream, &streamWaitsForJob, arg.get());
+  } catch (...) {
+    shared_->hostFnFinished();
+    throw;
+  }
+  arg.release();
+}
+
+void StreamExecutor::push(std::shared_ptr<Job> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(job));
@@ -228,7 +253,8 @@ void StreamExecutor::runJob(Job& job) {
   size_t copiesOut = 0;
   bool failed = true;
   try {
-    runChunks(job, copiesOut);
+    if (job.direct) runDevice(job, copiesOut);
+    else runChunks(job, copiesOut);
     failed = false;
   } catch (const Error& e) {
     shared_->report(e);
@@ -269,6 +295,27 @@ void StreamExecutor::runChunks(Job& job, size_t& copiesOut) {
       ++copiesOut;
     }
   }
+}
+
+void StreamExecutor::runDevice(Job& job, size_t& copiesOut) {
+  if (abandon_) COLL_THROW(collInvalidUsage, "communicator aborted or destroyed before this collective ran");
+  waitEvent(job.ready[0], opts_.timeoutSec, "its stream to reach a collective");
+  DeviceWork work;
+  work.stream = copyStream(job.device);
+  work.sync = [this, &job, s = work.stream] {
+    StreamBackend::Event ev = backend_->recordEvent(s, job.device);
+    try {
+      waitEvent(ev, opts_.timeoutSec, "device copies of a collective");
+    } catch (...) {
+      backend_->destroyEvent(ev);
+      throw;
+    }
+    backend_->destroyEvent(ev);
+  };
+  // Counted before it runs: even when it throws, the stream is released only once the
+  // work it queued has completed (finishCopiesOut), never while a copy still writes.
+  copiesOut = 1;
+  job.direct(work);
 }
 
 // Staging may go back to the pool only once no copy out of it is in flight.

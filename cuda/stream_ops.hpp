@@ -43,6 +43,17 @@ namespace coll::cuda {
 using HostCollective = std::function<void(const HostView&)>;
 // Runs a group's host collectives together (one view per op, whole ops).
 using HostGroupCollective = std::function<void(const std::vector<HostView>&)>;
+// A job that moves device memory itself instead of staging it (the CUDA IPC path): it
+// runs on the worker once the caller's stream has reached it, queues its copies and
+// kernels on `stream` (the executor's own non-blocking stream on the job's device) and
+// calls sync() to wait for them (the communicator's timeout; abort ends the wait). The
+// caller's stream is held until the job returns and its work on `stream` is complete,
+// whether the job succeeded or threw.
+struct DeviceWork {
+  void* stream = nullptr;
+  std::function<void()> sync;
+};
+using DeviceCollective = std::function<void(const DeviceWork&)>;
 // Receives every failure of a job (a collective's error, a CUDA error, a timeout); it is
 // the communicator's async error. Called on the worker thread or on a CUDA runtime thread.
 using ErrorSink = std::function<void(const Error&)>;
@@ -74,6 +85,8 @@ class StreamExecutor {
   void enqueue(void* stream, const StreamOpSpec& spec, HostCollective run);
   // A group: every op staged, one host call for all of them (never chunked).
   void enqueueGroup(void* stream, const std::vector<StreamOpSpec>& specs, HostGroupCollective run);
+  // A job that works on device memory on `device` itself (see DeviceWork).
+  void enqueueDevice(void* stream, int device, DeviceCollective run);
 
   // Fails every queued job at once, including those whose stream has not reached them
   // (communicator abort); the destructor then waits only briefly.
@@ -92,9 +105,12 @@ class StreamExecutor {
 
  private:
   void submit(void* stream, std::vector<StreamOpSpec> specs, HostGroupCollective run);
+  void holdStream(void* stream, const std::shared_ptr<Job>& job);
+  void push(std::shared_ptr<Job> job);
   void workerLoop();
   void runJob(Job& job);
   void runChunks(Job& job, size_t& copiesOut);
+  void runDevice(Job& job, size_t& copiesOut);
   void finishCopiesOut(Job& job, size_t copiesOut, bool failed);
   void waitEvent(StreamBackend::Event ev, double timeoutSec, const char* what, bool abortable = true);
   void* copyStream(int device);

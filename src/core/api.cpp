@@ -49,22 +49,39 @@ bool onStream(const OpArgs& op, collStream_t stream) {
   return cuda::cudaAvailable() && (stream != nullptr || cuda::usesDeviceMemory(op));
 }
 
-cuda::StreamExecutor& streamsOf(collComm& c) {
+// The executor, and with it the CUDA IPC engine (null when the communicator cannot use
+// IPC: one rank, several hosts, COLL_CUDA_IPC=0).
+cuda::StreamExecutor& streamsOf(collComm& c, cuda::IpcEngine** ipc) {
   std::lock_guard<std::mutex> lock(c.streamsMu);
   if (!c.streams) {
     Comm* impl = c.impl.get();
+    const cuda::StreamOptions opts = cuda::StreamOptions::fromConfig(impl->config(), impl->timeoutSec());
+    c.ipc = cuda::IpcEngine::create(*impl, opts.chunkBytes);
     c.streams = std::make_unique<cuda::StreamExecutor>(
         cuda::makeCudaBackend(),
-        [impl](const Error& e) { impl->setAsyncError(e.code(), e.what()); },
-        cuda::StreamOptions::fromConfig(impl->config(), impl->timeoutSec()));
+        [impl](const Error& e) { impl->setAsyncError(e.code(), e.what()); }, opts);
   }
+  *ipc = c.ipc.get();
   return *c.streams;
 }
 
+// Device buffers among the ranks of one host go device to device over CUDA IPC; the rest
+// is staged through pinned host memory. Both paths start a served collective with the
+// same header exchange (ipc_engine.hpp), so the ranks agree on the path per op.
 void enqueueOnStream(collComm& c, const OpArgs& op, collStream_t stream) {
   Comm* impl = c.impl.get();
   const cuda::StreamOpSpec spec = cuda::describeOp(op, impl->nranks(), impl->rank());
-  streamsOf(c).enqueue(stream, spec, [impl, op](const cuda::HostView& v) {
+  cuda::IpcEngine* ipc = nullptr;
+  cuda::StreamExecutor& exec = streamsOf(c, &ipc);
+  if (ipc && ipc->wants(op, spec)) {
+    ipc->prepare(spec.device);
+    exec.enqueueDevice(stream, spec.device,
+                       [ipc, op, spec](const cuda::DeviceWork& w) { ipc->run(op, spec, w); });
+    return;
+  }
+  if (ipc && !cuda::IpcEngine::agreesOn(op.kind)) ipc = nullptr;
+  exec.enqueue(stream, spec, [impl, op, ipc](const cuda::HostView& v) {
+    if (ipc && v.offset == 0) ipc->agreeStaged(op);  // before the first chunk only
     OpArgs chunk = op;
     chunk.sendbuf = v.send;
     chunk.recvbuf = v.recv;
@@ -224,6 +241,7 @@ COLL_EXPORT collResult_t collCommDestroy(collComm_t comm) {
     std::unique_ptr<collComm> owned(&c);
 #if COLL_HAVE_CUDA
     owned->streams.reset();  // finishes the device ops already issued (up to the timeout)
+    owned->ipc.reset();      // then releases the IPC scratch and the peers' mappings
 #endif
     owned->impl->destroy();
   });
@@ -244,6 +262,7 @@ COLL_EXPORT collResult_t collCommAbort(collComm_t comm) {
     }
 #if COLL_HAVE_CUDA
     owned->streams.reset();
+    owned->ipc.reset();
 #endif
   });
 }

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #if COLL_HAVE_CUDA
 #include "cuda/stream_ops.hpp"
+#include "transport/cuda_ipc/ipc_engine.hpp"
 #endif
 
 struct collComm {
@@ -20,6 +21,10 @@ struct collComm {
   // Stream-ordered collectives on device buffers; made at the first one. Declared after
   // impl so that it is gone (its worker joined) before the communicator it drives.
   std::mutex streamsMu;
+  // Device-buffer collectives over CUDA IPC among the ranks of one host (null when the
+  // communicator cannot use them); made with streams. Declared before streams: the
+  // executor's jobs use it, so it must outlive the executor's worker.
+  std::unique_ptr<coll::cuda::IpcEngine> ipc;
   std::unique_ptr<coll::cuda::StreamExecutor> streams;
 #endif
   std::mutex errMu;

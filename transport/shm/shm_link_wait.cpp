@@ -68,10 +68,15 @@ void ShmLink::checkPeerStatus() {
                                  "an error)"));
   if (st != kSideClosed)
     fail(collRemoteError, strCat("peer wrote a corrupt status word (", st, ")"));
-  // Closed: what it sent before closing (visible now, after the acquire) may still
-  // complete our receives, so drain once more before failing. A single-copy read is not
-  // safe any more (its buffer may be gone), nor can our sends complete.
-  if (rmode_ != RecvMode::Single && pumpRecvs()) return;
+  // Closed: what it wrote before closing (visible now, after the acquire) may still
+  // complete our operations, so drain once more before failing: acknowledgements of our
+  // single-copy sends (it acked, finished its collective and closed between our last
+  // look at the ack counter and this one at its status) and records for our receives.
+  // A single-copy read is not safe any more (its buffer may be gone), nor can our
+  // unsent data reach it.
+  bool moved = collectAcks();
+  if (rmode_ != RecvMode::Single) moved |= pumpRecvs();
+  if (moved) return;
   fail(collRemoteError, strCat("peer rank ", p_.peer, " closed the link with ", sendQ_.size(),
                                " sends, ", ackQ_.size(), " unacknowledged single-copy sends and ",
                                recvQ_.size(), " receives pending"));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <thread>
 
 #include "shm_test_util.hpp"
 #include "transport/shm/shm_link.hpp"
@@ -110,6 +111,35 @@ TEST(ShmFault, GarbageAckCounter) {
   p.a->postSend(&big);  // single-copy: waits for an ack
   std::atomic_ref<uint64_t>(seg.chan(ch)->acks).store(7, std::memory_order_release);
   expectRemoteError(driveUntilError(p.a, {&big}), "corrupt ack counter");
+}
+
+// A receiver that copies a single-copy message, acknowledges it and closes the link at
+// once (it finished its part of the collective and left) has not failed: the sender
+// must complete the send, even when it notices the close between two looks at the ack
+// counter. Repeated, since that is a race between two threads.
+TEST(ShmFault, ReceiverThatAcksAndClosesAtOnce) {
+  Config cfg = Config::fromEnv();
+  std::vector<uint8_t> out(1 << 20), in(out.size());
+  fillPattern(out, 0, 1, 0);
+  for (int round = 0; round < 300; ++round) {
+    LinkTable links = connectAll(2, cfg, uniqueTag());
+    Xfer s{out.data(), out.size()}, r{in.data(), in.size()};
+    links[0][1]->postSend(&s);
+    std::thread receiver([&] {
+      links[1][0]->postRecv(&r);
+      drive({links[1][0].get()}, {&r});
+      links[1].clear();  // closes its side of the link
+    });
+    Error failure(collSuccess, "");
+    try {
+      drive({links[0][1].get()}, {&s});
+    } catch (const Error& e) {
+      failure = e;
+    }
+    receiver.join();
+    ASSERT_EQ(failure.code(), collSuccess) << "round " << round << ": " << failure.what();
+    ASSERT_EQ(firstMismatch(in, 0, 1, 0), -1) << "round " << round;
+  }
 }
 
 // Cooperative single-copy: the receiver offers a large message and takes one piece;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "comm.hpp"
 #include "core/error.hpp"
 
 namespace collective::frontend {
@@ -18,11 +19,13 @@ DistributedOptimizer::DistributedOptimizer(Sequential& model, Sgd& sgd, hvd::Con
 
 DistributedOptimizer::DistributedOptimizer(Sequential& model, Sgd& sgd, hvd::Context& ctx,
                                            hvd::Compression compression, bool momentumCorrection)
-    : model_(model), sgd_(sgd), ctx_(ctx), fold_(momentumCorrection) {
+    : model_(model), sgd_(sgd), ctx_(ctx), fold_(momentumCorrection),
+      compressed_(compression.kind != hvd::Compressor::None) {
   opts_.op = hvd::ReduceOp::Average;
   opts_.compression = compression;
   denseOpts_.op = hvd::ReduceOp::Average;
   model_.setGradReadyHook([this](Module& layer) {
+    if (atStep_) return;  // step() reduces everything at once
     for (Param* p : layer.parameters()) submit(*p);
   });
 }
@@ -54,7 +57,46 @@ void DistributedOptimizer::submit(Param& p) {
   submitted_.push_back(&p);
 }
 
+void DistributedOptimizer::reduceAtStep(collComm_t comm) {
+  COLL_CHECK_ARG(comm != nullptr, "DistributedOptimizer::reduceAtStep: comm is NULL");
+  if (compressed_)
+    COLL_THROW(collInvalidUsage, "DistributedOptimizer::reduceAtStep: compressed gradients go "
+               "through the engine (its codecs and error feedback); use the overlapped mode");
+  COLL_ENFORCE_EQ(commSize(comm), ctx_.size(), collInvalidArgument,
+                  "DistributedOptimizer::reduceAtStep: communicator and engine differ in size");
+  COLL_CHECK_ARG(pending_.empty(), "DistributedOptimizer::reduceAtStep: gradients of this step "
+                 "are already with the engine; switch between steps");
+  atStep_ = comm;
+}
+
+void DistributedOptimizer::stepPacked() {
+  const auto& params = sgd_.params();
+  size_t total = 0;
+  for (Param* p : params) total += static_cast<size_t>(p->grad.numel());
+  packed_.resize(total);
+  size_t at = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (fold_) sgd_.foldMomentum(i);
+    const Tensor& g = params[i]->grad;
+    std::copy_n(g.data(), g.numel(), packed_.data() + at);
+    at += static_cast<size_t>(g.numel());
+  }
+  collCheck(collAllReduce(packed_.data(), packed_.data(), total, collFloat32, collAvg, atStep_,
+                          nullptr),
+            atStep_, "collAllReduce(gradients)");
+  at = 0;
+  for (Param* p : params) {
+    std::copy_n(packed_.data() + at, p->grad.numel(), p->grad.data());
+    at += static_cast<size_t>(p->grad.numel());
+  }
+  if (fold_)
+    sgd_.stepFolded();
+  else
+    sgd_.step();
+}
+
 void DistributedOptimizer::step() {
+  if (atStep_) return stepPacked();
   // A parameter whose layer the hook never reported (not in the model's chain) still
   // has to be averaged, or ranks would diverge.
   for (Param* p : sgd_.params()) submit(*p);

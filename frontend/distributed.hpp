@@ -10,6 +10,13 @@
 // the last layers overlaps the backward of the first ones; step() waits for all of them
 // and then applies the wrapped optimizer. Every rank submits the same names, so the
 // engine's negotiation matches them even if they were submitted in different orders.
+//
+// reduceAtStep(comm) trades that overlap for one blocking all-reduce of every gradient,
+// packed into one buffer, inside step(). Overlap needs a core for the engine's thread
+// while the training thread computes; with as many ranks on a host as it has cores
+// (2 ranks on a 2-core machine) there is none, and the engine's thread only preempts the
+// computation it was meant to hide behind (and its negotiation adds a round trip at the
+// end of every step).
 #pragma once
 
 #include <vector>
@@ -38,10 +45,16 @@ class DistributedOptimizer {
   // Waits for every gradient of this step (submitting any the hook did not see), then
   // runs the optimizer step.
   void step();
+  // From now on, step() reduces all gradients in one blocking all-reduce (Average) on
+  // `comm` (same ranks as the engine's, not used by anything else concurrently) instead
+  // of through the engine. Uncompressed only: throws collInvalidUsage with compression.
+  void reduceAtStep(collComm_t comm);
+  bool reducesAtStep() const { return atStep_ != nullptr; }
   Sgd& sgd() { return sgd_; }
 
  private:
   void submit(Param& p);
+  void stepPacked();
 
   Sequential& model_;
   Sgd& sgd_;
@@ -51,6 +64,9 @@ class DistributedOptimizer {
   hvd::AllreduceOptions denseOpts_;
   std::vector<hvd::Handle> pending_;
   std::vector<Param*> submitted_;
+  bool compressed_ = false;
+  collComm_t atStep_ = nullptr;
+  std::vector<float> packed_;  // every gradient, for reduceAtStep
 };
 
 hvd::Tensor hvdView(Tensor& t);

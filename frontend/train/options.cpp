@@ -60,6 +60,9 @@ std::string TrainOptions::usage() {
          "  --momentum-correction auto|on|off  fold momentum in before the all-reduce (auto: "
          "top-k)\n"
          "  --no-error-feedback   int8/top-k: drop what was not sent\n"
+         "  --grad-sync MODE      overlap | step | auto: gradients reduced during backward\n"
+         "                        (engine) or in one all-reduce at the step; auto: step when\n"
+         "                        the host has no spare core and nothing is compressed (auto)\n"
          "  --seed N              initialisation and shuffling seed (1)\n"
          "  --data-dir PATH       Fashion-MNIST IDX .gz files (/usr/share/datasets/fashion-mnist)\n"
          "  --save PATH           checkpoint after every epoch (rank 0 writes)\n"
@@ -90,6 +93,7 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
       {"--topk-density",
        [&](const std::string& v) { o.compression.density = toDouble("--topk-density", v); }},
       {"--momentum-correction", [&](const std::string& v) { o.momentumCorrection = v; }},
+      {"--grad-sync", [&](const std::string& v) { o.gradSync = v; }},
       {"--seed", [&](const std::string& v) { o.seed = static_cast<uint64_t>(toInt("--seed", v)); }},
       {"--data-dir", [&](const std::string& v) { o.dataDir = v; }},
       {"--save", [&](const std::string& v) { o.savePath = v; }},
@@ -133,6 +137,11 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
   COLL_CHECK_ARG(o.momentumCorrection == "auto" || o.momentumCorrection == "on" ||
                      o.momentumCorrection == "off",
                  "--momentum-correction '", o.momentumCorrection, "', expected auto|on|off");
+  COLL_CHECK_ARG(o.gradSync == "auto" || o.gradSync == "overlap" || o.gradSync == "step",
+                 "--grad-sync '", o.gradSync, "', expected overlap|step|auto");
+  COLL_CHECK_ARG(o.gradSync != "step" || o.compression.kind == hvd::Compressor::None,
+                 "--grad-sync step reduces uncompressed gradients; --compression ",
+                 o.compressionName(), " needs --grad-sync overlap (or auto)");
   COLL_CHECK_ARG(o.blasThreads > 0, "--blas-threads ", o.blasThreads, " must be positive");
   return o;
 }
@@ -141,6 +150,11 @@ float TrainOptions::lrAt(int64_t step, int64_t totalSteps) const {
   if (lrSchedule != "cosine" || totalSteps <= 0) return lr;
   const double t = std::min(1.0, static_cast<double>(step) / static_cast<double>(totalSteps));
   return static_cast<float>(lr * 0.5 * (1.0 + std::cos(M_PI * t)));
+}
+
+bool TrainOptions::gradSyncAtStep(int localRanks, int cpus) const {
+  if (gradSync != "auto") return gradSync == "step";
+  return compression.kind == hvd::Compressor::None && localRanks > 1 && localRanks * blasThreads >= cpus;
 }
 
 bool TrainOptions::useMomentumCorrection() const {

@@ -22,6 +22,10 @@ struct TrainOptions {
   hvd::Compression compression{};
   // "auto" (on for top-k), "on" or "off": see DistributedOptimizer / Sgd::foldMomentum.
   std::string momentumCorrection = "auto";
+  // "overlap" (each layer's gradients to the engine as backward produces them), "step"
+  // (one blocking all-reduce of all gradients in the optimizer step) or "auto": step when
+  // the host has no core to spare for overlapping (gradSyncAtStep).
+  std::string gradSync = "auto";
   uint64_t seed = 1;
   std::string dataDir;
   std::string savePath;    // written by rank 0 after every epoch
@@ -37,6 +41,10 @@ struct TrainOptions {
   static TrainOptions parse(const std::vector<std::string>& args);
   std::string compressionName() const;
   bool useMomentumCorrection() const;
+  // Whether gradients are reduced in the step: "step", or "auto" without compression when
+  // the ranks on this host (localRanks) have no more CPUs among them than there are ranks
+  // (cpus: the CPUs this rank may run on).
+  bool gradSyncAtStep(int localRanks, int cpus) const;
   // Learning rate for optimizer step `step` (0-based) of `totalSteps`.
   float lrAt(int64_t step, int64_t totalSteps) const;
 };

@@ -1,5 +1,7 @@
 #include "train/trainer.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <sstream>
@@ -11,6 +13,17 @@
 #include "train/progress.hpp"
 
 namespace collective::frontend {
+
+namespace {
+
+int usableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+}  // namespace
 
 Trainer::Trainer(const TrainOptions& options, hvd::Context& ctx, collComm_t aux,
                  const Dataset& train, const Dataset& test, FILE* log)
@@ -37,6 +50,10 @@ Trainer::Trainer(const TrainOptions& options, hvd::Context& ctx, collComm_t aux,
       std::make_unique<Sgd>(model_->parameters(), SgdOptions{o_.lr, o_.momentum, o_.weightDecay});
   dopt_ = std::make_unique<DistributedOptimizer>(*model_, *sgd_, ctx_, o_.compression,
                                                  o_.useMomentumCorrection());
+  // The gradients share `aux` with SyncBatchNorm: both run on this thread, one after the
+  // other, so their calls never interleave.
+  cpus_ = usableCpus();
+  if (o_.gradSyncAtStep(ctx.local_size(), cpus_)) dopt_->reduceAtStep(aux_);
 }
 
 Trainer::~Trainer() = default;
@@ -136,24 +153,30 @@ void Trainer::summary(const std::vector<EpochResult>& results) const {
   }
   const double mean = total / static_cast<double>(results.size());
   std::fprintf(log_,
-               "summary: %d rank(s), %zu epoch(s), global batch %lld, sync-bn %s, compression %s: "
-               "final test accuracy %.2f%%, mean epoch %.2f s\n",
+               "summary: %d rank(s), %zu epoch(s), global batch %lld, sync-bn %s, compression %s, "
+               "grad-sync %s: final test accuracy %.2f%%, mean epoch %.2f s\n",
                size_, results.size(), static_cast<long long>(o_.globalBatch),
                o_.syncBatchNorm ? "on" : "off", o_.compressionName().c_str(),
+               dopt_->reducesAtStep() ? "step" : "overlap",
                100.0 * results.back().testAccuracy, mean);
   // One machine-readable line for perf/frontend scripts.
   std::fprintf(log_,
                "RESULT {\"ranks\": %d, \"global_batch\": %lld, \"sync_bn\": %s, "
-               "\"compression\": \"%s\", \"epoch_seconds\": [%s], \"test_accuracy\": [%s], "
+               "\"compression\": \"%s\", \"grad_sync\": \"%s\", \"epoch_seconds\": [%s], \"test_accuracy\": [%s], "
                "\"mean_epoch_seconds\": %.4f, \"final_test_accuracy\": %.6f}\n",
                size_, static_cast<long long>(o_.globalBatch), o_.syncBatchNorm ? "true" : "false",
-               o_.compressionName().c_str(), secs.str().c_str(), accs.str().c_str(), mean,
+               o_.compressionName().c_str(), dopt_->reducesAtStep() ? "step" : "overlap",
+               secs.str().c_str(), accs.str().c_str(), mean,
                results.back().testAccuracy);
   std::fflush(log_);
 }
 
 std::vector<EpochResult> Trainer::run() {
   const int64_t first = restoreOrBroadcast();
+  if (log_)
+    std::fprintf(log_, "gradient sync: %s (%d rank(s) on this host, %d CPU(s) per rank)\n",
+                 dopt_->reducesAtStep() ? "one all-reduce per step" : "overlapped with backward",
+                 ctx_.local_size(), cpus_);
   std::vector<EpochResult> results;
   for (int64_t epoch = first; epoch < o_.epochs; ++epoch) {
     EpochResult r = trainEpoch(epoch);

@@ -63,6 +63,7 @@ class Trainer {
   std::unique_ptr<Sequential> model_;
   std::unique_ptr<Sgd> sgd_;
   std::unique_ptr<DistributedOptimizer> dopt_;
+  int cpus_ = 1;  // CPUs this rank may run on
   SoftmaxCrossEntropy loss_;
 };
 

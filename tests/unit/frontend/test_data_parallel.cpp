@@ -15,6 +15,9 @@
 #include "collective/hvd.hpp"
 #include "data/fashion_mnist.hpp"
 #include "distributed.hpp"
+#include "comm.hpp"
+#include "core/error.hpp"
+#include "train/options.hpp"
 #include "loss.hpp"
 #include "model.hpp"
 #include "rank_threads.hpp"
@@ -92,7 +95,7 @@ Snapshot trainSingleRank(const Dataset& data) {
 }
 
 std::vector<Snapshot> trainRanks(const Dataset& data, int nranks, bool syncBn,
-                                 bool momentumCorrection = false) {
+                                 bool momentumCorrection = false, bool atStep = false) {
   std::vector<Snapshot> out(nranks);
   const int64_t local = kGlobalBatch / nranks;
   testing::runRanks(nranks, [&](int rank, collComm_t world) {
@@ -102,6 +105,7 @@ std::vector<Snapshot> trainRanks(const Dataset& data, int nranks, bool syncBn,
     Sgd sgd(m->parameters(), SgdOptions{0.05f, 0.9f, 0.0f});
     {
       DistributedOptimizer dopt(*m, sgd, *ctx, hvd::Compression::none(), momentumCorrection);
+      if (atStep) dopt.reduceAtStep(aux.get());
       broadcastParameters(*m, *ctx);
       broadcastOptimizerState(sgd, *ctx);
       Tensor x;
@@ -167,6 +171,63 @@ TEST_F(DataParallel, MomentumCorrectionWithoutCompressionIsTheSameUpdate) {
   std::printf("relative distance to 1 rank x 64: %.3g (momentum correction)\n", d);
   EXPECT_LT(d, 10 * kOrderTolerance);
   EXPECT_EQ(ranks[0].params, ranks[1].params);
+}
+
+// One blocking all-reduce of the packed gradients in step() instead of the engine: the
+// same update up to summation order, replicas bit-identical, with and without momentum
+// folded in.
+TEST_F(DataParallel, GradientsReducedAtStepGiveTheSameTraining) {
+  for (bool fold : {false, true}) {
+    const auto ranks = trainRanks(*data_, 2, true, fold, true);
+    const double d = relativeDistance(ranks[0].params, reference_->params);
+    std::printf("relative distance to 1 rank x 64: %.3g (reduced at step%s)\n", d,
+                fold ? ", momentum folded" : "");
+    EXPECT_LT(d, 10 * kOrderTolerance);
+    EXPECT_EQ(ranks[0].params, ranks[1].params);
+    EXPECT_EQ(ranks[0].buffers, ranks[1].buffers);
+  }
+}
+
+TEST(DistributedOptimizerArgs, ReduceAtStepRefusesCompressionAndBadComms) {
+  testing::runRanks(2, [&](int, collComm_t world) {
+    OwnedComm aux = OwnedComm::duplicate(world);
+    auto ctx = hvd::Context::from_comm(world, false);
+    auto m = makeFashionCnn(ModelOptions{3});
+    Sgd sgd(m->parameters(), SgdOptions{0.05f, 0.9f, 0.0f});
+    {
+      DistributedOptimizer int8(*m, sgd, *ctx, hvd::Compression::int8());
+      try {
+        int8.reduceAtStep(aux.get());
+        ADD_FAILURE() << "reduceAtStep accepted compressed gradients";
+      } catch (const coll::Error& e) {
+        EXPECT_EQ(e.code(), collInvalidUsage) << e.what();
+      }
+    }
+    {
+      DistributedOptimizer plain(*m, sgd, *ctx);
+      EXPECT_THROW(plain.reduceAtStep(nullptr), coll::Error);
+      EXPECT_FALSE(plain.reducesAtStep());
+      plain.reduceAtStep(aux.get());
+      EXPECT_TRUE(plain.reducesAtStep());
+    }
+    ctx->shutdown();
+  });
+}
+
+TEST(TrainOptionsGradSync, ParsedCheckedAndChosenByCores) {
+  EXPECT_EQ(TrainOptions::parse({}).gradSync, "auto");
+  EXPECT_EQ(TrainOptions::parse({"--grad-sync", "step"}).gradSync, "step");
+  EXPECT_THROW(TrainOptions::parse({"--grad-sync", "sometimes"}), coll::Error);
+  EXPECT_THROW(TrainOptions::parse({"--grad-sync=step", "--compression", "int8"}), coll::Error);
+  const TrainOptions a = TrainOptions::parse({});
+  EXPECT_TRUE(a.gradSyncAtStep(2, 2)) << "2 ranks on 2 cores: nothing left to overlap on";
+  EXPECT_TRUE(a.gradSyncAtStep(2, 1)) << "ranks bound to one core each";
+  EXPECT_FALSE(a.gradSyncAtStep(2, 8)) << "spare cores: overlap";
+  EXPECT_FALSE(a.gradSyncAtStep(1, 1)) << "a single rank per host";
+  EXPECT_FALSE(TrainOptions::parse({"--compression", "topk"}).gradSyncAtStep(2, 2));
+  EXPECT_TRUE(TrainOptions::parse({"--blas-threads", "4"}).gradSyncAtStep(2, 8));
+  EXPECT_FALSE(TrainOptions::parse({"--grad-sync", "overlap"}).gradSyncAtStep(2, 2));
+  EXPECT_TRUE(TrainOptions::parse({"--grad-sync", "step"}).gradSyncAtStep(1, 64));
 }
 
 TEST(Broadcast, ParametersBuffersAndOptimizerStateFollowRankZero) {

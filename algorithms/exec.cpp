@@ -52,10 +52,17 @@ void Progress::idle() {
     } else {
       pollFds_.clear();
       bool all = true;
-      for (Link* l : links_) all = all && l->appendPollFds(&pollFds_);
+      for (Link* l : links_) all = l->appendPollFds(&pollFds_) && all;
       if (all) {
         if (::poll(pollFds_.data(), pollFds_.size(), ms) < 0 && errno != EINTR)
           COLL_THROW(collSystemError, what_, ": poll: ", sysErrorText(errno));
+      } else if (!pollFds_.empty()) {
+        // Some links (shm) cannot be waited on with descriptors: sleep on the others, so
+        // that their data still wakes us at once, no longer than a backoff step, then
+        // look at every link again.
+        const timespec ts{0, static_cast<long>(backoff_.nextSleepUs()) * 1000};
+        if (::ppoll(pollFds_.data(), pollFds_.size(), &ts, nullptr) < 0 && errno != EINTR)
+          COLL_THROW(collSystemError, what_, ": ppoll: ", sysErrorText(errno));
       } else {
         backoff_.idle();
       }

@@ -45,9 +45,16 @@ void Backoff::idle() {
     sched_yield();
     return;
   }
-  struct timespec ts = {0, static_cast<long>(sleepUs_) * 1000};
+  --n_;  // nextSleepUs counts this call
+  struct timespec ts = {0, static_cast<long>(nextSleepUs()) * 1000};
   nanosleep(&ts, nullptr);
+}
+
+int Backoff::nextSleepUs() {
+  ++n_;
+  const int us = sleepUs_;
   if (sleepUs_ < maxSleepUs_) sleepUs_ = sleepUs_ * 2 > maxSleepUs_ ? maxSleepUs_ : sleepUs_ * 2;
+  return us;
 }
 
 }  // namespace coll

@@ -39,6 +39,10 @@ class Backoff {
   bool shouldBlock() const { return n_ > spin_ + 64; }
   // How long one blocking wait may last, in microseconds.
   int maxSleepUs() const { return maxSleepUs_; }
+  // Counts an idle call like idle() and returns the sleep it would take (growing the
+  // same way) without sleeping: for a waiter that sleeps in a call of its own (ppoll on
+  // the links that have descriptors, while others must be looked at again soon).
+  int nextSleepUs();
   int spinCount() const { return spin_; }
 
  private:

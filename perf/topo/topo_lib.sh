@@ -42,7 +42,7 @@ topo_run() {
       ip netns exec "${TOPO_PREFIX}h$host" env COLL_RANK=$rank COLL_SIZE=4 COLL_LOCAL_RANK=$local \
         COLL_LOCAL_SIZE=2 COLL_ROOT_ADDR="10.213.$TOPO_SUBNET.1:$port" COLL_JOB_SECRET="$secret" \
         COLL_HOST_ID="topo-h$host" COLL_SOCKET_IFNAME=veth0 COLL_TIMEOUT="${COLL_TIMEOUT:-120}" \
-        COLL_ALGO="$algo" "$@" >"$TOPO_TMP/rank$rank.log" 2>&1 &
+        COLL_ALGO="$algo" ${COLL_TUNE_OVERSUB_US:+COLL_TUNE_OVERSUB_US=$COLL_TUNE_OVERSUB_US} ${COLL_TOPO_LINK_BW:+COLL_TOPO_LINK_BW=$COLL_TOPO_LINK_BW} "$@" >"$TOPO_TMP/rank$rank.log" 2>&1 &
       pids+=($!)
     done
   done

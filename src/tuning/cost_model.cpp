@@ -67,7 +67,9 @@ double oversubscription(const JobTopo& job) {
 
 CostParams CostParams::forJob(const Config& cfg, size_t chunkBytes, const JobTopo& job) {
   CostParams p = fromConfig(cfg, chunkBytes);
-  p.msgUs += std::max(0.0, cfg.getDouble(kOversubUs)) * (oversubscription(job) - 1.0);
+  const double over = oversubscription(job);
+  p.msgUs += std::max(0.0, cfg.getDouble(kOversubUs)) * (over - 1.0);
+  p.sharedCpus = over > 1.0;
   return p;
 }
 
@@ -144,9 +146,9 @@ double HierModel::ringsUs(size_t bytes) const {
   }
   double col = seg / L, sub = col / H;
   // Across hosts the kernel moves the bytes while this rank reduces the previous chunk.
-  double ar = 2 * (H - 1) * (inter_.latUs + chunks(sub) * o) + std::max(2 * (H - 1) * inter_.wire(sub), (H - 1) * sub * red);
+  double ar = 2 * (H - 1) * (inter_.latUs + chunks(sub) * o) + p_.overlap(2 * (H - 1) * inter_.wire(sub), (H - 1) * sub * red);
   // The intra-host ring works on segment s+1 and s-1 while segment s crosses hosts.
-  return rs + ar + ag + (g - 1) * std::max(rs + ag, ar);
+  return rs + ar + ag + (g - 1) * p_.overlap(rs + ag, ar);
 }
 
 double HierModel::leadersUs(size_t bytes) const {
@@ -255,7 +257,7 @@ double CostModel::allReduce(const std::string& algo, double s) const {
     // Pipelined: the reduction of one chunk overlaps the transfer of the next.
     double blk = s / n;
     return 2 * (n - 1) * (ringRank_.latUs + chunksOf(blk) * o) +
-           std::max(2 * (n - 1) * ringRank_.wire(blk), (n - 1) * reduceUs(blk));
+           p_.overlap(2 * (n - 1) * ringRank_.wire(blk), (n - 1) * reduceUs(blk));
   }
   if (algo == "rd") {
     double t = 0;
@@ -274,7 +276,7 @@ double CostModel::allReduce(const std::string& algo, double s) const {
   if (algo == "tree") {
     double half = s / 2, c = std::min<double>(p_.chunkBytes, half);
     double fill = 2 * treeDepth_ * (tree_.latUs + o + tree_.wire(c) + reduceUs(c));
-    return fill + chunksOf(half) * (std::max(4 * tree_.wire(c), 2 * reduceUs(c)) + 8 * o);
+    return fill + chunksOf(half) * (p_.overlap(4 * tree_.wire(c), 2 * reduceUs(c)) + 8 * o);
   }
   if (algo == "hier") return hier_.bestUs(static_cast<size_t>(s));
   return kInf;
@@ -283,10 +285,10 @@ double CostModel::allReduce(const std::string& algo, double s) const {
 double CostModel::rooted(OpKind kind, const std::string& algo, double s) const {
   const double n = n_, o = p_.msgUs, c = std::min<double>(p_.chunkBytes, s);
   const double k = chunksOf(s), red = kind == OpKind::Reduce ? reduceUs(c) : 0;
-  if (algo == "chain") return (n - 1) * ringRank_.latUs + (n - 2 + k) * (o + std::max(ringRank_.wire(c), red));
+  if (algo == "chain") return (n - 1) * ringRank_.latUs + (n - 2 + k) * (o + p_.overlap(ringRank_.wire(c), red));
   if (algo == "tree")
     return treeDepth_ * (rootedTree_.latUs + o + rootedTree_.wire(c) + 2 * red) +
-           (k - 1) * 2 * (o + std::max(rootedTree_.wire(c), red));
+           (k - 1) * 2 * (o + p_.overlap(rootedTree_.wire(c), red));
   return kInf;
 }
 
@@ -294,7 +296,7 @@ double CostModel::gatherScatter(OpKind kind, const std::string& algo, double blk
   const double n = n_, o = p_.msgUs;
   const double red = kind == OpKind::ReduceScatter ? reduceUs(blk) : 0;
   if (algo == "ring" || algo == "pairwise")
-    return (n - 1) * (ringRank_.latUs + chunksOf(blk) * o + std::max(ringRank_.wire(blk), red));
+    return (n - 1) * (ringRank_.latUs + chunksOf(blk) * o + p_.overlap(ringRank_.wire(blk), red));
   if (kind == OpKind::AllGather && algo == "rd") {
     double t = n * blk / (p_.reduceGBs * 1e3), have = 1;
     for (const Hop& h : bruckSteps_) {

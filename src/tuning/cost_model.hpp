@@ -38,6 +38,13 @@ struct CostParams {
   double reduceGBs = 4.0;      // reduction throughput of one core
   size_t chunkBytes = 512 << 10;
   size_t hierSegmentBytes = 4 << 20;
+  // Ranks share CPUs (forJob: oversubscription > 1): moving bytes and reducing them take
+  // the same CPUs, so what the pipelined algorithms overlap (a chunk's transfer with the
+  // previous chunk's reduction, the hierarchical intra-host phases with the inter-host
+  // one) adds up instead.
+  bool sharedCpus = false;
+  // max(a, b) for work that overlaps on separate CPUs, a + b when they are shared.
+  double overlap(double a, double b) const { return sharedCpus ? a + b : (a > b ? a : b); }
   // The model's tunables from cfg; chunkBytes is the pipelined algorithms' chunk
   // (pipelineChunkBytes(comm), declared with the ring).
   static CostParams fromConfig(const Config& cfg, size_t chunkBytes);

@@ -148,7 +148,12 @@ double HierModel::ringsUs(size_t bytes) const {
   // Across hosts the kernel moves the bytes while this rank reduces the previous chunk.
   double ar = 2 * (H - 1) * (inter_.latUs + chunks(sub) * o) + p_.overlap(2 * (H - 1) * inter_.wire(sub), (H - 1) * sub * red);
   // The intra-host ring works on segment s+1 and s-1 while segment s crosses hosts.
-  return rs + ar + ag + (g - 1) * p_.overlap(rs + ag, ar);
+  if (!p_.sharedCpus) return rs + ar + ag + (g - 1) * std::max(rs + ag, ar);
+  // On shared CPUs only the time the inter-host bytes spend on the link (a slow or
+  // shaped network) is free for the intra-host work; the inter-host phase's own CPU work
+  // (copying through the socket at intra-host speed, reducing) is not.
+  const double arCpu = 2 * (H - 1) * (chunks(sub) * o + intra_.wire(sub)) + (H - 1) * sub * red;
+  return rs + ar + ag + (g - 1) * std::max(rs + ag + arCpu, ar);
 }
 
 double HierModel::leadersUs(size_t bytes) const {

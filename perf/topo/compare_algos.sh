@@ -6,8 +6,10 @@
 #   compare_algos.sh BUILD_DIR [--rate 1gbit] [--delay 1ms] [-b 8] [-e 256M] [-n ITERS] [-r REPEATS]
 #
 # Without --rate/--delay the veth is unshaped. The sweeps of all algorithms are repeated
-# REPEATS times (default 2) in turn, and each size keeps its best time per algorithm, so
-# that a burst of load on the machine does not decide the comparison. Prints one table
+# REPEATS times (default 3) in turn, the order of the algorithms rotated each time (this
+# VM's speed drifts over tens of seconds, about one sweep), and each size keeps its best
+# time per algorithm, so that a burst of load or a slow spell does not decide the
+# comparison. Prints one table
 # (time in us per size and algorithm) and a PASS/FAIL line per size; exits 1 if any fails.
 # The timed sweeps run without the data check (-c 0): with it, a 10-25 ms stall landed in
 # one of the first small sizes' timed loops at random (seen on every algorithm, never
@@ -17,7 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${1:?usage: compare_algos.sh BUILD_DIR [--rate R] [--delay D] [-b MIN] [-e MAX] [-n ITERS]}
 shift
 source "$here/topo_lib.sh"
-shape=() min=8 max=256M iters=() repeats=2
+shape=() min=8 max=256M iters=() repeats=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate|--delay) shape+=("$1" "$2"); shift 2 ;;
@@ -38,7 +40,8 @@ for a in "${algos[@]}"; do
   grep -q '^# Out of bounds values : 0 OK' "$TOPO_TMP/$a.check" || { echo "$a: wrong results" >&2; exit 1; }
 done
 for rep in $(seq "$repeats"); do
-  for a in "${algos[@]}"; do
+  k=$(((rep - 1) % ${#algos[@]}))
+  for a in "${algos[@]:k}" "${algos[@]:0:k}"; do
     topo_run "$a" "$tool" -b "$min" -e "$max" -f 2 -c 0 "${iters[@]}" > "$TOPO_TMP/$a.out"
     perf_times < "$TOPO_TMP/$a.out" >> "$TOPO_TMP/$a.t"
   done

@@ -21,6 +21,19 @@
 
 namespace gputest {
 
+// A non-blocking stream of the test's own.
+class Stream {
+ public:
+  Stream() { COLL_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~Stream() { (void)cudaStreamDestroy(s_); }
+  cudaStream_t get() const { return s_; }
+  void sync() { COLL_CUDA_CHECK(cudaStreamSynchronize(s_)); }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+
 class DeviceMemory {
  public:
   explicit DeviceMemory(size_t bytes) : bytes_(bytes) {

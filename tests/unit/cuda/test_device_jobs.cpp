@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuda/stream_ops.hpp"
+#include "executor_harness.hpp"
 #include "fake_backend.hpp"
 
 using namespace coll::cuda;
@@ -20,27 +21,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Harness {
-  std::shared_ptr<fake::Backend> backend = std::make_shared<fake::Backend>();
-  std::mutex mu;
-  std::vector<coll::Error> errors;
-  std::unique_ptr<StreamExecutor> exec;
-
-  explicit Harness(double timeout = 10) {
-    StreamOptions o;
-    o.chunkBytes = 0;
-    o.timeoutSec = timeout;
-    o.spinCount = 10;
-    o.maxSleepUs = 100;
-    exec = std::make_unique<StreamExecutor>(backend, [this](const coll::Error& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      errors.push_back(e);
-    }, o);
-  }
-  std::vector<coll::Error> errorsSeen() {
-    std::lock_guard<std::mutex> lock(mu);
-    return errors;
-  }
+// Whole-op jobs (no chunking); the argument is the timeout.
+struct Harness : coll::cuda::testing::ExecutorHarness {
+  explicit Harness(double timeout = 10) : ExecutorHarness(0, timeout) {}
 };
 
 std::vector<float> iota(size_t n) {

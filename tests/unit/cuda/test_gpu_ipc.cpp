@@ -32,16 +32,7 @@ const collDataType_t kTypes[] = {collUint8, collInt32, collInt64, collFloat16, c
                                  collBfloat16};
 const collRedOp_t kOps[] = {collSum, collProd, collMax, collMin, collAvg};
 
-class Stream {
- public:
-  Stream() { COLL_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
-  ~Stream() { (void)cudaStreamDestroy(s_); }
-  cudaStream_t get() const { return s_; }
-  void sync() { COLL_CUDA_CHECK(cudaStreamSynchronize(s_)); }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
+using gputest::Stream;
 
 // 1..3: sums of 4 ranks and products (81) are exact in every type, half and bf16 included.
 std::vector<uint8_t> smallInts(collDataType_t dt, size_t n, int rank, int salt) {

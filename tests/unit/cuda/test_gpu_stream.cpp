@@ -45,16 +45,7 @@ class StreamGate {
   bool open_ = false;
 };
 
-class Stream {
- public:
-  Stream() { COLL_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
-  ~Stream() { (void)cudaStreamDestroy(s_); }
-  cudaStream_t get() const { return s_; }
-  void sync() { COLL_CUDA_CHECK(cudaStreamSynchronize(s_)); }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
+using gputest::Stream;
 
 StreamOptions options(size_t chunk) {
   StreamOptions o;

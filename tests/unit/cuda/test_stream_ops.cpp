@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuda/stream_ops.hpp"
+#include "executor_harness.hpp"
 #include "fake_backend.hpp"
 
 using namespace coll::cuda;
@@ -20,28 +21,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Harness {
-  std::shared_ptr<fake::Backend> backend = std::make_shared<fake::Backend>();
-  std::mutex mu;
-  std::vector<coll::Error> errors;
-  StreamOptions opts;
-  std::unique_ptr<StreamExecutor> exec;
-
-  explicit Harness(size_t chunkBytes = 0, double timeout = 10) {
-    opts.chunkBytes = chunkBytes;
-    opts.timeoutSec = timeout;
-    opts.spinCount = 10;
-    opts.maxSleepUs = 100;
-    exec = std::make_unique<StreamExecutor>(backend, [this](const coll::Error& e) {
-      std::lock_guard<std::mutex> lock(mu);
-      errors.push_back(e);
-    }, opts);
-  }
-  std::vector<coll::Error> errorsSeen() {
-    std::lock_guard<std::mutex> lock(mu);
-    return errors;
-  }
-};
+using Harness = coll::cuda::testing::ExecutorHarness;
 
 StreamOpSpec floats(const float* send, float* recv, size_t n, bool elementwise = true) {
   StreamOpSpec s;

@@ -9,26 +9,21 @@
 #include <string>
 
 #if PERF_HAVE_CUDA
+#include "../shell_util.hpp"
 #include "device_buffers.hpp"
 #endif
 
 namespace {
 
+// status, and output (stdout and stderr together) of a command line.
 struct Outcome {
-  int status = -1;  // exit status; -1 if it did not exit normally
-  std::string output;  // stdout and stderr together
+  int status = -1;
+  std::string output;
 };
 
 Outcome runCommand(const std::string& cmd) {
-  Outcome o;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return o;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.output.append(buf, n);
-  const int st = pclose(p);
-  if (st != -1 && WIFEXITED(st)) o.status = WEXITSTATUS(st);
-  return o;
+  testshell::Result r = testshell::run(cmd);
+  return {r.status, r.out};
 }
 
 std::string tool(const char* name) { return std::string(PERF_TOOL_DIR) + "/" + name; }

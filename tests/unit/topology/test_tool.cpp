@@ -7,6 +7,7 @@
 #include <string>
 
 #include "coll_config.h"
+#include "../shell_util.hpp"
 #include "topo_test_util.hpp"
 
 namespace coll {
@@ -14,23 +15,9 @@ namespace {
 
 using test::dataFile;
 
-struct Result {
-  int status = -1;
-  std::string out;
-};
-
+using Result = testshell::Result;
 // Runs a shell command, capturing stdout and stderr together.
-Result shell(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+inline Result shell(const std::string& cmd) { return testshell::run(cmd); }
 
 bool has(const Result& r, const std::string& s) { return r.out.find(s) != std::string::npos; }
 

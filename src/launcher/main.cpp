@@ -1,6 +1,7 @@
 // collectiverun: starts the ranks of a libcollective job on this host and, through ssh,
 // on others; tags their output; ends the whole job when any rank fails. See
 // doc/launch.md for the environment each rank gets.
+#include <sched.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -25,10 +26,26 @@ std::string currentDir() {
   return ::getcwd(buf.data(), buf.size()) ? std::string(buf.data()) : std::string(".");
 }
 
+// The CPUs this launcher may use, in order.
+std::vector<int> launcherCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
 RankLaunch localLaunch(const Options& o, const RankPlace& p, const EnvList& exports,
-                       const JobIdentity& job) {
+                       const JobIdentity& job, int localIndex, int localRanks) {
   RankLaunch l;
   l.rank = p.rank;
+  // Ranks that wait by spinning must not end up on one CPU while another idles (the
+  // scheduler puts a rank woken from a sleep next to its waker; until it migrates it
+  // again, every operation costs a whole spin): with enough CPUs each gets its own.
+  static const std::vector<int> cpus = launcherCpus();
+  l.request.cpus = bindingFor(o.bindTo, localIndex, localRanks, cpus);
   EnvList overrides = exports;
   for (auto& kv : rankVariables(p, o.np, job)) overrides.push_back(std::move(kv));
   l.request.argv = o.program;
@@ -75,8 +92,11 @@ int runJob(const Options& o) {
   JobIdentity job = makeJobIdentity(places, me.hostname, std::getenv(kRootAddrVar));
   std::string cwd = currentDir();
   std::vector<RankLaunch> launches;
+  int localRanks = 0;
+  for (const RankPlace& p : places) localRanks += p.local;
+  int localIndex = 0;
   for (const RankPlace& p : places)
-    launches.push_back(p.local ? localLaunch(o, p, exports, job)
+    launches.push_back(p.local ? localLaunch(o, p, exports, job, localIndex++, localRanks)
                                : remoteLaunch(o, p, exports, job, cwd));
   Job j(std::move(launches), o.timeoutSec);
   return j.run();

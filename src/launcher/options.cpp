@@ -156,6 +156,10 @@ Options parseOptions(const std::vector<std::string>& args, const std::string& ss
     } else if (opt == "--ssh") {
       o.sshCommand = splitWords(cur.value(opt, inl));
       COLL_CHECK_ARG(!o.sshCommand.empty(), "--ssh needs a command (got an empty one)");
+    } else if (opt == "--bind-to") {
+      o.bindTo = cur.value(opt, inl);
+      COLL_CHECK_ARG(o.bindTo == "auto" || o.bindTo == "core" || o.bindTo == "none",
+                     "--bind-to must be auto, core or none (got '", o.bindTo, "')");
     } else if (opt == "--tag-output" && !inl) {
       o.tagOutput = true;
     } else if (opt == "--no-tag-output" && !inl) {
@@ -172,9 +176,24 @@ Options parseOptions(const std::vector<std::string>& args, const std::string& ss
   return o;
 }
 
+std::vector<int> bindingFor(const std::string& bindTo, int localRank, int localRanks,
+                            const std::vector<int>& allowed) {
+  const int n = static_cast<int>(allowed.size());
+  if (bindTo == "none" || n == 0 || localRanks <= 1 || localRank < 0 || localRank >= localRanks) return {};
+  if (localRanks > n) {
+    if (bindTo != "core") return {};  // auto: oversubscribed ranks are better left to the scheduler
+    return {allowed[static_cast<size_t>(localRank % n)]};
+  }
+  // Contiguous, as equal as possible: ranks i gets [i*n/L, (i+1)*n/L).
+  std::vector<int> mine(allowed.begin() + static_cast<long>(static_cast<int64_t>(localRank) * n / localRanks),
+                        allowed.begin() + static_cast<long>(static_cast<int64_t>(localRank + 1) * n / localRanks));
+  return mine;
+}
+
 std::string shortUsage() {
   return "usage: collectiverun -np N [-H host1:slots,host2:slots] [-x VAR[=value]]...\n"
          "                     [--timeout SECONDS] [--tag-output|--no-tag-output]\n"
+         "                     [--bind-to auto|core|none]\n"
          "                     [--ssh 'ssh -p 2222'] [--] program [args...]\n"
          "(collectiverun --help describes the options)\n";
 }
@@ -182,6 +201,7 @@ std::string shortUsage() {
 std::string usageText() {
   return "usage: collectiverun -np N [-H host1:slots,host2:slots] [-x VAR[=value]]...\n"
          "                     [--timeout SECONDS] [--tag-output|--no-tag-output]\n"
+         "                     [--bind-to auto|core|none]\n"
          "                     [--ssh 'ssh -p 2222'] [--] program [args...]\n"
          "\n"
          "Starts N ranks of a libcollective program and waits for them.\n"
@@ -193,6 +213,9 @@ std::string usageText() {
          "  --timeout S        kill the job after S seconds and exit with 124\n"
          "  --tag-output       prefix every output line with [rank] (the default)\n"
          "  --no-tag-output    let ranks write straight to the launcher's stdout/stderr\n"
+         "  --bind-to MODE     CPUs of the ranks on this host: auto (the default) gives each\n"
+         "                     its own share of the launcher's CPUs when there are enough for\n"
+         "                     all, core always (round robin), none leaves them unbound\n"
          "  --ssh CMD          remote shell for ranks on other hosts (default: $COLLECTIVERUN_SSH,\n"
          "                     else 'ssh -o BatchMode=yes -T -x')\n"
          "  -h, --help         this text\n"

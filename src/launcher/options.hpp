@@ -25,6 +25,10 @@ struct Options {
   std::vector<EnvExport> exports;
   double timeoutSec = 0;          // 0: no time limit
   bool tagOutput = true;
+  // Local ranks' CPU binding: "auto" gives each local rank a share of the launcher's CPUs
+  // of its own when there are at least as many CPUs as local ranks, "core" does so always
+  // (round robin when there are fewer CPUs), "none" leaves the launcher's affinity.
+  std::string bindTo = "auto";
   std::vector<std::string> sshCommand;  // the remote shell and its options
   std::vector<std::string> program;     // program followed by its arguments
   bool help = false;
@@ -39,6 +43,11 @@ std::vector<HostSlots> parseHostList(const std::string& text);
 
 // Splits on blanks (no quoting: the ssh command is a plain word list).
 std::vector<std::string> splitWords(const std::string& text);
+
+// The CPUs of local rank `localRank` of `localRanks` under `bindTo`, from the launcher's
+// CPUs `allowed` (in order); empty: no binding.
+std::vector<int> bindingFor(const std::string& bindTo, int localRank, int localRanks,
+                            const std::vector<int>& allowed);
 
 std::string usageText();   // --help
 std::string shortUsage();  // after a usage error

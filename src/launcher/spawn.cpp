@@ -1,6 +1,7 @@
 #include "launcher/spawn.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -31,8 +32,14 @@ void setNonBlocking(int fd) {
 
 // Runs in the forked child: only async-signal-safe calls until exec.
 [[noreturn]] void childMain(char* const* argv, char* const* envp, pid_t parent, int in,
-                            int out, int err, int errPipe, const sigset_t& mask) {
+                            int out, int err, int errPipe, const sigset_t& mask,
+                            const cpu_set_t* cpus) {
   ::setpgid(0, 0);
+  if (cpus && ::sched_setaffinity(0, sizeof *cpus, cpus) != 0) {
+    int e = errno;
+    (void)!::write(errPipe, &e, sizeof e);
+    ::_exit(127);
+  }
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl took effect
   ::signal(SIGPIPE, SIG_DFL);                // the launcher ignores it; ranks should not
@@ -72,12 +79,19 @@ Child spawnChild(const SpawnRequest& req, const sigset_t& childMask) {
     makePipe(&c.err, &errChild);
   }
   makePipe(&errRead, &errWrite);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int c : req.cpus) {
+    COLL_CHECK_ARG(c >= 0 && c < CPU_SETSIZE, "spawnChild: CPU ", c, " out of range");
+    CPU_SET(c, &cpus);
+  }
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) throwSys("fork", errno);
   if (pid == 0)
     childMain(argv.data(), envp.data(), parent, req.stdinPipe ? inChild.get() : devNull.get(),
-              outChild.get(), errChild.get(), errWrite.get(), childMask);
+              outChild.get(), errChild.get(), errWrite.get(), childMask,
+              req.cpus.empty() ? nullptr : &cpus);
   c.pid = pid;
   // Also here, so the group exists before the launcher may signal it.
   ::setpgid(pid, pid);

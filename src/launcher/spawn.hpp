@@ -45,6 +45,7 @@ struct SpawnRequest {
   std::vector<std::string> env;   // NAME=value
   bool pipeOutput = true;         // stdout/stderr through pipes, else inherited
   bool stdinPipe = false;         // stdin from a pipe the launcher keeps, else /dev/null
+  std::vector<int> cpus;          // CPUs the child may run on; empty: the launcher's own
 };
 
 struct Child {

@@ -80,6 +80,28 @@ TEST(LauncherOptions, RejectsMisuse) {
   EXPECT_TRUE(parse({"--help"}).help);
 }
 
+TEST(LauncherBinding, SharesOfTheLauncherCpus) {
+  const std::vector<int> two = {0, 1}, eight = {0, 1, 2, 3, 4, 5, 6, 7}, odd = {3, 5, 9};
+  EXPECT_EQ(bindingFor("auto", 0, 2, two), std::vector<int>{0});
+  EXPECT_EQ(bindingFor("auto", 1, 2, two), std::vector<int>{1});
+  EXPECT_EQ(bindingFor("auto", 1, 2, eight), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(bindingFor("auto", 1, 3, eight), (std::vector<int>{2, 3, 4}));
+  EXPECT_EQ(bindingFor("auto", 2, 3, odd), std::vector<int>{9});
+  EXPECT_TRUE(bindingFor("auto", 0, 1, two).empty()) << "a single rank keeps every CPU";
+  EXPECT_TRUE(bindingFor("auto", 2, 3, two).empty()) << "more ranks than CPUs: unbound";
+  EXPECT_EQ(bindingFor("core", 2, 3, two), std::vector<int>{0}) << "core: round robin";
+  EXPECT_TRUE(bindingFor("none", 0, 2, two).empty());
+  EXPECT_TRUE(bindingFor("auto", 0, 2, {}).empty());
+  // Every CPU to exactly one rank when there are enough.
+  std::vector<int> all;
+  for (int r = 0; r < 3; ++r)
+    for (int c : bindingFor("auto", r, 3, eight)) all.push_back(c);
+  EXPECT_EQ(all, eight);
+  EXPECT_EQ(parse({"-np", "2", "--bind-to", "none", "prog"}).bindTo, "none");
+  EXPECT_EQ(parse({"-np", "2", "prog"}).bindTo, "auto");
+  EXPECT_THROW(parse({"-np", "2", "--bind-to=socket", "prog"}), coll::Error);
+}
+
 TEST(LauncherPlacement, FillsSlotsInOrder) {
   auto isLocal = [](const std::string& h) { return h == "me" || h == "localhost"; };
   auto places = placeRanks(5, {{"me", 2}, {"b", 2}, {"localhost", 3}}, isLocal);

@@ -139,6 +139,11 @@ void ShmLink::offerCoop(Xfer* x, uint32_t seq) {
   coopKey_ = (static_cast<uint64_t>(seq) << 32) | kCoopOpen;
   // No claim of an earlier offer is outstanding: that record completed only when all of
   // its pieces were done, and the sender's stale claims fail on the new sequence bits.
+  // The sender may still be reading the previous descriptor, though (it has not seen that
+  // record's ack yet): close the claim word before rewriting the descriptor, so that its
+  // re-check after reading (pushCoop) sees the change, as in a seqlock.
+  shared(in_->coopClaim).store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
   shared(in_->coopDone).store(0, std::memory_order_relaxed);
   shared(in_->coopDst).store(reinterpret_cast<uint64_t>(x->buf), std::memory_order_relaxed);
   shared(in_->coopBytes).store(x->bytes, std::memory_order_relaxed);

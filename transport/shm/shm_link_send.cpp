@@ -60,6 +60,11 @@ bool ShmLink::pushCoop() {
   const uint64_t bytes = shared(out_->coopBytes).load(std::memory_order_relaxed);
   const uint64_t piece = shared(out_->coopPiece).load(std::memory_order_relaxed);
   const uint64_t dst = shared(out_->coopDst).load(std::memory_order_relaxed);
+  // The receiver may have finished that record and opened its next offer while we read:
+  // then the descriptor is (partly) the new one, and the claim word has changed (it is
+  // closed before the descriptor is rewritten). Pairs with the fence in offerCoop.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (claim.load(std::memory_order_relaxed) != w) return false;
   if (bytes != x->bytes || piece < kLine || dst == 0 || dst + bytes < dst)
     fail(collRemoteError, strCat("peer offered a corrupt cooperative copy (", bytes, " bytes in pieces of ",
                                  piece, " at 0x", std::hex, dst, std::dec, " for a send of ", x->bytes,

@@ -142,6 +142,58 @@ TEST(ShmFault, ReceiverThatAcksAndClosesAtOnce) {
   }
 }
 
+// Back-to-back cooperative receives of different sizes: the receiver finishes a record
+// and offers the next while the sender, not yet aware of the first's ack, may be reading
+// the first offer's descriptor. It must retry, not take the new descriptor for a corrupt
+// one (as it once did: "peer offered a corrupt cooperative copy").
+TEST(ShmCoop, NextOfferWhileTheSenderReadsTheLast) {
+  Config cfg = Config::fromEnv();
+  cfg.set("COLL_SHM_COOP_PIECE", "64K");
+  const size_t sizes[2] = {(512 << 10) + 64, (300 << 10) + 8};
+  std::vector<uint8_t> out[2], in[2];
+  for (int k = 0; k < 2; ++k) {
+    out[k].resize(sizes[k]);
+    fillPattern(out[k], 0, 1, k);
+    in[k].resize(sizes[k]);
+  }
+  LinkTable links = connectAll(2, cfg, uniqueTag());
+  Link* a = links[0][1].get();
+  Link* b = links[1][0].get();
+  constexpr int kMessages = 2000;
+  Error failure(collSuccess, "");
+  // Every send posted at once, so the sender has the next records out while the receiver
+  // works on the current one; the receiver takes them one by one.
+  std::vector<Xfer> sends(kMessages), recvs(kMessages);
+  std::thread receiver([&] {
+    try {
+      for (int m = 0; m < kMessages; ++m) {
+        recvs[m] = Xfer{in[m % 2].data(), sizes[m % 2]};
+        recvs[m].assist = true;
+        b->postRecv(&recvs[m]);
+        drive({b}, {&recvs[m]});
+      }
+    } catch (const Error& e) {
+      failure = e;
+    }
+  });
+  Error sendFailure(collSuccess, "");
+  try {
+    std::vector<Xfer*> all;
+    for (int m = 0; m < kMessages; ++m) {
+      sends[m] = Xfer{out[m % 2].data(), sizes[m % 2]};
+      a->postSend(&sends[m]);
+      all.push_back(&sends[m]);
+    }
+    drive({a}, all);
+  } catch (const Error& e) {
+    sendFailure = e;
+  }
+  receiver.join();
+  EXPECT_EQ(sendFailure.code(), collSuccess) << sendFailure.what();
+  EXPECT_EQ(failure.code(), collSuccess) << failure.what();
+  for (int k = 0; k < 2; ++k) EXPECT_EQ(firstMismatch(in[k], 0, 1, k), -1);
+}
+
 // Cooperative single-copy: the receiver offers a large message and takes one piece;
 // the sender, progressed alone, pushes every remaining piece; the receiver then sees all
 // of it and completes. Pieces of the offer are claimed exactly once each.

@@ -35,11 +35,9 @@ void setNonBlocking(int fd) {
                             int out, int err, int errPipe, const sigset_t& mask,
                             const cpu_set_t* cpus) {
   ::setpgid(0, 0);
-  if (cpus && ::sched_setaffinity(0, sizeof *cpus, cpus) != 0) {
-    int e = errno;
-    (void)!::write(errPipe, &e, sizeof e);
-    ::_exit(127);
-  }
+  // Best effort: a binding the kernel refuses (a cpuset changed since the launcher looked)
+  // leaves the rank on the launcher's CPUs rather than failing the job.
+  if (cpus) (void)::sched_setaffinity(0, sizeof *cpus, cpus);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl took effect
   ::signal(SIGPIPE, SIG_DFL);                // the launcher ignores it; ranks should not

@@ -36,6 +36,15 @@ Backoff::Backoff(const Config& cfg)
 void Backoff::idle() {
   ++n_;
   if (n_ <= spin_) {
+    // Now and then give the CPU away while spinning: if the peer we wait for was put on
+    // this same CPU (the scheduler places a task woken from a sleep next to its waker)
+    // it runs at once, instead of after our whole spin; otherwise sched_yield returns
+    // at once. Without it two ranks on two cores sometimes shared one for tens of ms,
+    // every operation then costing a whole spin.
+    if ((n_ & (kYieldEvery - 1)) == 0) {
+      sched_yield();
+      return;
+    }
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif

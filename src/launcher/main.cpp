@@ -41,9 +41,6 @@ RankLaunch localLaunch(const Options& o, const RankPlace& p, const EnvList& expo
                        const JobIdentity& job, int localIndex, int localRanks) {
   RankLaunch l;
   l.rank = p.rank;
-  // Ranks that wait by spinning must not end up on one CPU while another idles (the
-  // scheduler puts a rank woken from a sleep next to its waker; until it migrates it
-  // again, every operation costs a whole spin): with enough CPUs each gets its own.
   static const std::vector<int> cpus = launcherCpus();
   l.request.cpus = bindingFor(o.bindTo, localIndex, localRanks, cpus);
   EnvList overrides = exports;

@@ -27,8 +27,9 @@ struct Options {
   bool tagOutput = true;
   // Local ranks' CPU binding: "auto" gives each local rank a share of the launcher's CPUs
   // of its own when there are at least as many CPUs as local ranks, "core" does so always
-  // (round robin when there are fewer CPUs), "none" leaves the launcher's affinity.
-  std::string bindTo = "auto";
+  // (round robin when there are fewer CPUs), "none" (the default) leaves the launcher's
+  // affinity, so the scheduler can move a rank away from a CPU something else took.
+  std::string bindTo = "none";
   std::vector<std::string> sshCommand;  // the remote shell and its options
   std::vector<std::string> program;     // program followed by its arguments
   bool help = false;

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Network-namespace "hosts" on one machine, for multi-host tests and benchmarks.
 #
-#   scripts/netns.sh create N [--prefix P] [--subnet X] [--rate RATE] [--burst SIZE] [--delay TIME]
+#   scripts/netns.sh create N [--prefix P] [--subnet X] [--rate RATE] [--burst SIZE] [--delay TIME] [--switch]
 #   scripts/netns.sh cleanup [--prefix P]
 #   scripts/netns.sh list    [--prefix P]
 #   scripts/netns.sh addr I  [--subnet X]      prints host I's address (10.213.X.I)
@@ -13,7 +13,11 @@
 # hosts can only reach each other and the root namespace's routing is untouched.
 #   --rate RATE   each host's egress is shaped with tbf (e.g. 1gbit, 100mbit)
 #   --burst SIZE  tbf burst (default 256kb)
-#   --delay TIME  each host's egress is delayed with netem (e.g. 1ms): needs sch_netem
+#   --delay TIME  each host's egress is delayed with netem (e.g. 1ms). On a kernel without
+#                 sch_netem the hosts are joined by coll-netdelay instead of the bridge: a
+#                 user-space switch that holds every frame for TIME (found as $COLL_NETDELAY,
+#                 build/src/tools/coll-netdelay or coll-netdelay on PATH); cleanup stops it.
+#   --switch      use coll-netdelay for --delay even where netem works
 # A failed create removes what it made. cleanup removes every namespace Ph<digits>, the
 # bridge and any leftover Pv* links; it is safe to run any number of times.
 #
@@ -27,11 +31,13 @@ SUBNET=0
 RATE=
 BURST=256kb
 DELAY=
+SWITCHED=0   # 1: hosts joined by coll-netdelay instead of the bridge
+FORCE_SWITCH=0
 
 die() { echo "netns.sh: $*" >&2; exit 1; }
 
 usage() {
-  sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -43,6 +49,7 @@ parse_opts() {
       --rate) RATE=${2:?--rate needs a value}; shift 2 ;;
       --burst) BURST=${2:?--burst needs a value}; shift 2 ;;
       --delay) DELAY=${2:?--delay needs a value}; shift 2 ;;
+      --switch) FORCE_SWITCH=1; shift ;;
       *) echo "netns.sh: unknown option '$1'" >&2; usage ;;
     esac
   done
@@ -65,10 +72,29 @@ need_tools() {
   fi
 }
 
+pidfile() { echo "/run/coll-netdelay-$PREFIX.pid"; }
+
+delay_tool() {
+  for c in "${COLL_NETDELAY:-}" "$(dirname "$0")/../build/src/tools/coll-netdelay" \
+           "$(command -v coll-netdelay 2>/dev/null || true)"; do
+    if [ -n "$c" ] && [ -x "$c" ]; then echo "$c"; return 0; fi
+  done
+  return 1
+}
+
+# Whether this kernel can delay packets with netem (tried on our own bridge).
+netem_works() {
+  tc qdisc add dev "${PREFIX}br" root netem delay 1ms 2>/dev/null || return 1
+  tc qdisc del dev "${PREFIX}br" root 2>/dev/null || true
+}
+
 # Egress shaping on host $1's veth0: netem for delay, tbf for rate, netem over tbf for both.
+# With the user-space switch the delay is the switch's, and only tbf stays here.
 shape() {
   ns=$1
-  if [ -n "$DELAY" ] && [ -n "$RATE" ]; then
+  if [ "$SWITCHED" -eq 1 ]; then
+    [ -z "$RATE" ] || ip netns exec "$ns" tc qdisc add dev veth0 root tbf rate "$RATE" burst "$BURST" latency 50ms
+  elif [ -n "$DELAY" ] && [ -n "$RATE" ]; then
     ip netns exec "$ns" tc qdisc add dev veth0 root handle 1: netem delay "$DELAY" &&
       ip netns exec "$ns" tc qdisc add dev veth0 parent 1:1 handle 10: tbf rate "$RATE" burst "$BURST" latency 50ms
   elif [ -n "$DELAY" ]; then
@@ -86,14 +112,26 @@ create() {
   # From here on a failure removes everything made so far.
   # shellcheck disable=SC2154  # rc is assigned inside the trap
   trap 'rc=$?; if [ $rc -ne 0 ]; then echo "netns.sh: create failed, cleaning up" >&2; cleanup; fi' EXIT
+  [ -e "$(pidfile)" ] && die "$(pidfile) exists: run 'netns.sh cleanup --prefix $PREFIX' first"
   ip link add "${PREFIX}br" type bridge
   ip link set "${PREFIX}br" up
+  if [ -n "$DELAY" ] && { [ "$FORCE_SWITCH" -eq 1 ] || ! netem_works; }; then
+    tool=$(delay_tool) || die "this kernel has no netem qdisc and coll-netdelay was not found (build it, or set COLL_NETDELAY)"
+    SWITCHED=1
+    ip link del "${PREFIX}br"
+  fi
+  ports=
   i=1
   while [ "$i" -le "$n" ]; do
     ns="${PREFIX}h$i"
     ip netns add "$ns"
     ip link add "${PREFIX}v$i" type veth peer name "${PREFIX}p$i"
-    ip link set "${PREFIX}v$i" master "${PREFIX}br" up
+    if [ "$SWITCHED" -eq 1 ]; then
+      ip link set "${PREFIX}v$i" up
+      ports="$ports ${PREFIX}v$i"
+    else
+      ip link set "${PREFIX}v$i" master "${PREFIX}br" up
+    fi
     ip link set "${PREFIX}p$i" netns "$ns"
     ip -n "$ns" link set "${PREFIX}p$i" name veth0
     ip -n "$ns" addr add "10.213.$SUBNET.$i/24" dev veth0
@@ -102,8 +140,21 @@ create() {
     shape "$ns" || die "could not shape $ns's veth0 (rate='$RATE' delay='$DELAY'; is sch_tbf/sch_netem available?)"
     i=$((i + 1))
   done
+  joined="bridge ${PREFIX}br"
+  if [ "$SWITCHED" -eq 1 ]; then
+    # shellcheck disable=SC2086  # one argument per port
+    setsid "$tool" --delay "$DELAY" --pidfile "$(pidfile)" $ports </dev/null >/dev/null 2>&1 &
+    w=0
+    while [ ! -s "$(pidfile)" ]; do
+      w=$((w + 1))
+      [ "$w" -le 100 ] || die "coll-netdelay did not start"
+      sleep 0.05
+    done
+    joined="coll-netdelay"
+    [ "$FORCE_SWITCH" -eq 1 ] || joined="coll-netdelay (no netem in this kernel)"
+  fi
   trap - EXIT
-  echo "netns.sh: made $n hosts ${PREFIX}h1..${PREFIX}h$n on bridge ${PREFIX}br, 10.213.$SUBNET.1-$n/24 on veth0${RATE:+, rate $RATE}${DELAY:+, delay $DELAY}"
+  echo "netns.sh: made $n hosts ${PREFIX}h1..${PREFIX}h$n on $joined, 10.213.$SUBNET.1-$n/24 on veth0${RATE:+, rate $RATE}${DELAY:+, delay $DELAY}"
 }
 
 hosts() {
@@ -111,6 +162,13 @@ hosts() {
 }
 
 cleanup() {
+  if [ -s "$(pidfile)" ]; then
+    pid=$(cat "$(pidfile)")
+    if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = coll-netdelay ]; then kill "$pid" 2>/dev/null || true; fi
+    w=0
+    while [ -e "$(pidfile)" ] && [ "$w" -lt 40 ]; do w=$((w + 1)); sleep 0.05; done
+    rm -f "$(pidfile)"
+  fi
   for ns in $(hosts); do
     ip netns del "$ns" 2>/dev/null || echo "netns.sh: could not delete namespace $ns" >&2
   done

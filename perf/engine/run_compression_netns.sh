@@ -7,9 +7,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../../build}
 shift || true
 source "$here/netns_lib.sh"
-netns_up
-# burst must cover a 64 KiB GSO packet plus the 1 ms worth of tokens the kernel refills.
-netns_qdisc tbf rate 1gbit burst 256kb latency 20ms
-echo "link: veth between two namespaces, tbf 1 Gbit/s each way"
+# netns.sh's tbf burst (256kb) covers a 64 KiB GSO packet plus 1 ms worth of tokens.
+netns_up --rate 1gbit
 netns_run2 "$build/perf/engine/engine_bench" resnet --no-raw --iters 3 --warmup 1 \
   --compression fp16,int8,topk --density 0.01 "$@"

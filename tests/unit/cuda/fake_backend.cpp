@@ -134,6 +134,8 @@ void Backend::destroyEvent(Event ev) noexcept {
 }
 
 void Backend::launchHostFunc(void* stream, void (*fn)(void*), void* arg) {
+  if (stream && stream == refuseHostFuncOn)
+    COLL_THROW(collUnhandledCudaError, "cudaLaunchHostFunc: operation not permitted (fake)");
   resolve(stream)->post([fn, arg] { fn(arg); });
 }
 

@@ -73,6 +73,7 @@ class Backend : public coll::cuda::StreamBackend {
   // Test knobs and observations.
   std::chrono::milliseconds copyDelay{0};
   void* capturingStream = nullptr;      // checkStream rejects it
+  void* refuseHostFuncOn = nullptr;     // launchHostFunc fails on it
   std::atomic<bool> failOwnStreamEvents{false};  // eventDone throws for events on created streams
   std::atomic<int> pinnedLive{0}, pinnedAllocs{0}, eventsLive{0}, streamsLive{0};
   std::vector<CopyRecord> copies() const;

@@ -39,4 +39,17 @@ StreamOpSpec specForOp(const OpArgs& op, int nranks, int rank, bool sendOnDevice
   return s;
 }
 
+StreamOpSpec describeOp(StreamBackend& cuda, const OpArgs& op, int nranks, int rank) {
+  const int sendDevice = cuda.deviceOf(op.sendbuf);
+  const int recvDevice = cuda.deviceOf(op.recvbuf);
+  COLL_CHECK_ARG(sendDevice < 0 || recvDevice < 0 || sendDevice == recvDevice, "sendbuff is on device ",
+                 sendDevice, " and recvbuff on device ", recvDevice, "; both must be on one device");
+  const int device = sendDevice >= 0 ? sendDevice : recvDevice >= 0 ? recvDevice : cuda.currentDevice();
+  return specForOp(op, nranks, rank, sendDevice >= 0, recvDevice >= 0, device);
+}
+
+bool usesDeviceMemory(StreamBackend& cuda, const OpArgs& op) {
+  return cuda.deviceOf(op.sendbuf) >= 0 || cuda.deviceOf(op.recvbuf) >= 0;
+}
+
 }  // namespace coll::cuda

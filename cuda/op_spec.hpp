@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/op.hpp"
+#include "cuda/stream_backend.hpp"
 #include "cuda/stream_plan.hpp"
 
 namespace coll::cuda {
@@ -13,12 +14,11 @@ namespace coll::cuda {
 StreamOpSpec specForOp(const OpArgs& op, int nranks, int rank, bool sendOnDevice,
                        bool recvOnDevice, int device);
 
-// Asks CUDA where the buffers live (isDevicePointer, deviceOfPointer; the current device
-// when neither is device memory) and rejects buffers on two different devices.
-// CUDA builds only.
-StreamOpSpec describeOp(const OpArgs& op, int nranks, int rank);
+// Asks the backend where the buffers live (the current device when neither is device
+// memory) and rejects buffers on two different devices.
+StreamOpSpec describeOp(StreamBackend& cuda, const OpArgs& op, int nranks, int rank);
 
-// True when either buffer of the op is device memory (CUDA builds only).
-bool usesDeviceMemory(const OpArgs& op);
+// True when either buffer of the op is device memory.
+bool usesDeviceMemory(StreamBackend& cuda, const OpArgs& op);
 
 }  // namespace coll::cuda

@@ -32,6 +32,11 @@ class StreamBackend {
   // A stream of the executor's own (results go back on it, overlapping the next chunk).
   virtual void* createStream(int device) = 0;
   virtual void destroyStream(void* stream, int device) noexcept = 0;
+  // The device that owns device or managed memory p; -1 for host memory (pageable or
+  // pinned) and null.
+  virtual int deviceOf(const void* p) = 0;
+  // The calling thread's current device.
+  virtual int currentDevice() = 0;
 };
 
 // The CUDA runtime implementation (CUDA builds only).

@@ -1,8 +1,7 @@
-// The CUDA runtime behind StreamBackend, and the CUDA half of op_spec.hpp.
+// The CUDA runtime behind StreamBackend.
 #include <cuda_runtime.h>
 
 #include "core/log.hpp"
-#include "cuda/op_spec.hpp"
 #include "cuda/runtime.hpp"
 #include "cuda/stream_backend.hpp"
 
@@ -87,6 +86,14 @@ class CudaBackend final : public StreamBackend {
       COLL_WARN("destroying a copy stream: %s", e.what());
     }
   }
+
+  int deviceOf(const void* p) override { return isDevicePointer(p) ? deviceOfPointer(p) : -1; }
+
+  int currentDevice() override {
+    int device = 0;
+    COLL_CUDA_CHECK(cudaGetDevice(&device));
+    return device;
+  }
 };
 
 }  // namespace
@@ -94,25 +101,6 @@ class CudaBackend final : public StreamBackend {
 std::shared_ptr<StreamBackend> makeCudaBackend() {
   COLL_CHECK_ARG(cudaAvailable(), "device buffers need a CUDA device, and there is none");
   return std::make_shared<CudaBackend>();
-}
-
-bool usesDeviceMemory(const OpArgs& op) {
-  return isDevicePointer(op.sendbuf) || isDevicePointer(op.recvbuf);
-}
-
-StreamOpSpec describeOp(const OpArgs& op, int nranks, int rank) {
-  const bool sendDev = isDevicePointer(op.sendbuf);
-  const bool recvDev = isDevicePointer(op.recvbuf);
-  int device = -1;
-  if (sendDev) device = deviceOfPointer(op.sendbuf);
-  if (recvDev) {
-    const int d = deviceOfPointer(op.recvbuf);
-    COLL_CHECK_ARG(device < 0 || d == device, "sendbuff is on device ", device,
-                   " and recvbuff on device ", d, "; both must be on one device");
-    device = d;
-  }
-  if (device < 0) COLL_CUDA_CHECK(cudaGetDevice(&device));
-  return specForOp(op, nranks, rank, sendDev, recvDev, device);
 }
 
 }  // namespace coll::cuda

@@ -1,5 +1,6 @@
 #include "cuda/stream_ops.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/config.hpp"
@@ -59,17 +60,19 @@ struct StreamExecutor::Job {
   std::vector<StreamOpSpec> specs;
   HostGroupCollective run;
   DeviceCollective direct;  // set for a device job (no specs, no staging)
+  JobDone onDone;
   JobPlan plan;
   int device = 0;
   PinnedPool::Block staging;
-  // Recorded after each chunk's copy in; a single one when nothing is copied in.
-  std::vector<StreamBackend::Event> ready;
+  // Per chunk with copies in, one event on each stream the job came on, recorded after
+  // that chunk's copies; a single set when nothing is copied in.
+  std::vector<std::vector<StreamBackend::Event>> ready;
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;       // the worker is finished with it, copies back included
   bool abandoned = false;  // the stream stopped waiting: copy nothing more back
 
-  StreamBackend::Event readyFor(size_t c) const {
+  const std::vector<StreamBackend::Event>& readyFor(size_t c) const {
     return ready.size() == plan.chunks.size() ? ready[c] : ready.back();
   }
   char* block() const { return static_cast<char*>(staging.data()); }
@@ -132,32 +135,48 @@ StreamExecutor::~StreamExecutor() {
   }
   shared_->detach();
   for (auto& [device, s] : copyStreams_) backend_->destroyStream(s, device);
+  for (auto& [device, s] : ownStreams_) backend_->destroyStream(s, device);
 }
 
 // The worker notices at its next chunk or event poll (waits poll with a short backoff).
 void StreamExecutor::abort() { abandon_ = true; }
 
-void StreamExecutor::enqueue(void* stream, const StreamOpSpec& spec, HostCollective run) {
+void StreamExecutor::enqueue(void* stream, const StreamOpSpec& spec, HostCollective run, JobDone done) {
   COLL_CHECK_ARG(run, "stream op: no host collective");
-  submit(stream, {spec}, [run = std::move(run)](const std::vector<HostView>& v) { run(v[0]); });
+  submit({stream}, {spec}, [run = std::move(run)](const std::vector<HostView>& v) { run(v[0]); },
+         std::move(done));
 }
 
-void StreamExecutor::enqueueGroup(void* stream, const std::vector<StreamOpSpec>& specs,
-                                  HostGroupCollective run) {
-  submit(stream, specs, std::move(run));
+void StreamExecutor::enqueueGroup(const std::vector<void*>& streams, const std::vector<StreamOpSpec>& specs,
+                                  HostGroupCollective run, JobDone done) {
+  submit(streams, specs, std::move(run), std::move(done));
 }
 
-void StreamExecutor::submit(void* stream, std::vector<StreamOpSpec> specs, HostGroupCollective run) {
+void StreamExecutor::submit(std::vector<void*> streams, std::vector<StreamOpSpec> specs,
+                            HostGroupCollective run, JobDone done) {
   COLL_CHECK_ARG(run, "stream op: no host collective");
+  COLL_CHECK_ARG(!specs.empty() && streams.size() == specs.size(), "stream job: ", specs.size(),
+                 " op(s) and ", streams.size(), " stream(s)");
   auto job = std::make_shared<Job>();
   job->plan = planJob(specs, opts_.chunkBytes);
   job->device = specs[0].device;
   for (const StreamOpSpec& s : specs)
     COLL_CHECK_ARG(s.device == job->device, "stream group mixes devices ", job->device, " and ", s.device);
-  backend_->checkStream(stream, job->device);
+  // The streams the job is ordered with, each once, in the order first named.
+  std::vector<void*> named;
+  for (void* s : streams)
+    if (std::find(named.begin(), named.end(), s) == named.end()) named.push_back(s);
+  for (void* s : named) backend_->checkStream(s, job->device);
   if (job->plan.stagingBytes) job->staging = pool_->acquire(job->plan.stagingBytes);
   job->specs = std::move(specs);
   job->run = std::move(run);
+  job->onDone = std::move(done);
+  // Every stream gets an event, even one with nothing to copy in: its earlier work may
+  // still use a buffer that this job's results will overwrite.
+  auto recordOnEach = [&] {
+    job->ready.emplace_back();
+    for (void* s : named) job->ready.back().push_back(backend_->recordEvent(s, job->device));
+  };
   bool copiesQueued = false;
   try {
     for (const ChunkPlan& c : job->plan.chunks) {
@@ -168,47 +187,74 @@ void StreamExecutor::submit(void* stream, std::vector<StreamOpSpec> specs, HostG
         const ByteRange r = chunkRange(s, c, s.sendBytes);
         if (r.bytes == 0) continue;
         backend_->copyAsync(job->block() + job->plan.layouts[p].sendOffset + r.offset,
-                            static_cast<const char*>(s.send) + r.offset, r.bytes, stream, job->device);
+                            static_cast<const char*>(s.send) + r.offset, r.bytes, streams[p], job->device);
         copiesQueued = any = true;
       }
-      if (any) job->ready.push_back(backend_->recordEvent(stream, job->device));
+      if (any) recordOnEach();
     }
-    if (job->ready.empty()) job->ready.push_back(backend_->recordEvent(stream, job->device));
-    holdStream(stream, job);
+    if (job->ready.empty()) recordOnEach();
+    holdStreams(named, job);
   } catch (...) {
     if (copiesQueued) job->staging.leak();  // a queued copy may still write into it
-    for (auto ev : job->ready) backend_->destroyEvent(ev);
+    for (auto& evs : job->ready)
+      for (auto ev : evs) backend_->destroyEvent(ev);
     throw;
   }
   push(std::move(job));
 }
 
-void StreamExecutor::enqueueDevice(void* stream, int device, DeviceCollective run) {
+void StreamExecutor::enqueueDevice(void* stream, int device, DeviceCollective run, JobDone done) {
   COLL_CHECK_ARG(run, "device job: no collective");
   auto job = std::make_shared<Job>();
   job->device = device;
   job->direct = std::move(run);
+  job->onDone = std::move(done);
   backend_->checkStream(stream, device);
-  job->ready.push_back(backend_->recordEvent(stream, device));
+  job->ready.push_back({backend_->recordEvent(stream, device)});
   try {
-    holdStream(stream, job);
+    holdStreams({stream}, job);
   } catch (...) {
-    backend_->destroyEvent(job->ready.back());
+    backend_->destroyEvent(job->ready[0][0]);
     throw;
   }
   push(std::move(job));
 }
 
-void StreamExecutor::holdStream(void* stream, const std::shared_ptr<Job>& job) {
-  auto arg = std::make_unique<HostFnArg>(HostFnArg{job, shared_, 2 * opts_.timeoutSec + 10});
-  shared_->hostFnStarted();
+void* StreamExecutor::ownStream(int device) {
+  std::lock_guard<std::mutex> lock(ownMu_);
+  auto it = ownStreams_.find(device);
+  if (it != ownStreams_.end()) return it->second;
+  void* s = backend_->createStream(device);
+  ownStreams_.emplace(device, s);
+  return s;
+}
+
+void StreamExecutor::holdStreams(const std::vector<void*>& streams, const std::shared_ptr<Job>& job) {
+  size_t held = 0;
   try {
-    backend_->launchHostFunc(stream, &streamWaitsForJob, arg.get());
+    for (void* stream : streams) {
+      auto arg = std::make_unique<HostFnArg>(HostFnArg{job, shared_, 2 * opts_.timeoutSec + 10});
+      shared_->hostFnStarted();
+      try {
+        backend_->launchHostFunc(stream, &streamWaitsForJob, arg.get());
+      } catch (...) {
+        shared_->hostFnFinished();
+        throw;
+      }
+      arg.release();
+      ++held;
+    }
   } catch (...) {
-    shared_->hostFnFinished();
+    if (held) {
+      // The streams already held wait for a job that will never run: let them go.
+      {
+        std::lock_guard<std::mutex> lock(job->mu);
+        job->done = true;
+      }
+      job->cv.notify_all();
+    }
     throw;
   }
-  arg.release();
 }
 
 void StreamExecutor::push(std::shared_ptr<Job> job) {
@@ -251,24 +297,42 @@ void StreamExecutor::workerLoop() {
 
 void StreamExecutor::runJob(Job& job) {
   size_t copiesOut = 0;
-  bool failed = true;
+  collResult_t code = collSuccess;
+  std::string msg;
+  auto fail = [&](const Error& e) {
+    if (code != collSuccess) return;  // the first failure is the job's; later ones follow from it
+    shared_->report(e);
+    code = e.code();
+    msg = e.what();
+  };
   try {
     if (job.direct) runDevice(job, copiesOut);
     else runChunks(job, copiesOut);
-    failed = false;
   } catch (const Error& e) {
-    shared_->report(e);
+    fail(e);
   } catch (const std::exception& e) {
-    shared_->report(Error(collInternalError, strCat("stream-ordered collective: ", e.what())));
+    fail(Error(collInternalError, strCat("stream-ordered collective: ", e.what())));
   }
-  finishCopiesOut(job, copiesOut, failed);
-  for (auto ev : job.ready) backend_->destroyEvent(ev);
+  try {
+    finishCopiesOut(job, copiesOut);
+  } catch (const Error& e) {
+    fail(e);
+  }
+  for (auto& evs : job.ready)
+    for (auto ev : evs) backend_->destroyEvent(ev);
   job.ready.clear();
   {
     std::lock_guard<std::mutex> lock(job.mu);
     job.done = true;
   }
   job.cv.notify_all();
+  if (job.onDone) {
+    try {
+      job.onDone(code, msg);
+    } catch (const std::exception& e) {
+      COLL_WARN("stream-ordered collective: completion callback failed: %s", e.what());
+    }
+  }
 }
 
 void StreamExecutor::runChunks(Job& job, size_t& copiesOut) {
@@ -276,7 +340,7 @@ void StreamExecutor::runChunks(Job& job, size_t& copiesOut) {
   std::vector<HostView> views(job.specs.size());
   for (size_t c = 0; c < chunks.size(); ++c) {
     if (abandon_) COLL_THROW(collInvalidUsage, "communicator aborted or destroyed before this collective ran");
-    waitEvent(job.readyFor(c), opts_.timeoutSec, "its stream to reach a collective");
+    for (auto ev : job.readyFor(c)) waitEvent(ev, opts_.timeoutSec, "its stream to reach a collective");
     for (size_t p = 0; p < job.specs.size(); ++p)
       views[p] = viewOf(job.specs[p], job.plan.layouts[p], chunks[c], job.staging.data());
     job.run(views);
@@ -299,7 +363,7 @@ void StreamExecutor::runChunks(Job& job, size_t& copiesOut) {
 
 void StreamExecutor::runDevice(Job& job, size_t& copiesOut) {
   if (abandon_) COLL_THROW(collInvalidUsage, "communicator aborted or destroyed before this collective ran");
-  waitEvent(job.ready[0], opts_.timeoutSec, "its stream to reach a collective");
+  waitEvent(job.ready[0][0], opts_.timeoutSec, "its stream to reach a collective");
   DeviceWork work;
   work.stream = copyStream(job.device);
   work.sync = [this, &job, s = work.stream] {
@@ -318,19 +382,21 @@ void StreamExecutor::runDevice(Job& job, size_t& copiesOut) {
   job.direct(work);
 }
 
-// Staging may go back to the pool only once no copy out of it is in flight.
-void StreamExecutor::finishCopiesOut(Job& job, size_t copiesOut, bool failed) {
+// Staging may go back to the pool only once no copy out of it is in flight; when that
+// cannot be known, the block is leaked and the failure thrown.
+void StreamExecutor::finishCopiesOut(Job& job, size_t copiesOut) {
   if (copiesOut == 0) return;
   StreamBackend::Event ev = nullptr;
   try {
     ev = backend_->recordEvent(copyStream(job.device), job.device);
     // Not abortable: the stream must not go on while a result is still being written.
     waitEvent(ev, opts_.timeoutSec, "results to be copied back to the device", false);
-  } catch (const Error& e) {
-    if (!failed) shared_->report(e);
+  } catch (...) {
     job.staging.leak();
+    if (ev) backend_->destroyEvent(ev);
+    throw;
   }
-  if (ev) backend_->destroyEvent(ev);
+  backend_->destroyEvent(ev);
 }
 
 void StreamExecutor::waitEvent(StreamBackend::Event ev, double timeoutSec, const char* what,

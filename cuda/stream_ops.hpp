@@ -15,6 +15,10 @@
 //
 // Jobs run in the order they were enqueued, whatever streams they came on; that is the
 // communicator's issue order on every rank, which is what keeps ranks matched.
+//
+// A group job may come on several streams (each part on its own): its copies in go on
+// the part's stream, it waits for an event on every stream named, and every one of them
+// gets a host function, so each stream waits for the whole group.
 #pragma once
 
 #include <atomic>
@@ -25,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -57,6 +62,10 @@ using DeviceCollective = std::function<void(const DeviceWork&)>;
 // Receives every failure of a job (a collective's error, a CUDA error, a timeout); it is
 // the communicator's async error. Called on the worker thread or on a CUDA runtime thread.
 using ErrorSink = std::function<void(const Error&)>;
+// Told once a job is over, its results back in device memory: collSuccess, or the code
+// and message of its failure (which the ErrorSink received too). On the worker thread;
+// must not enqueue.
+using JobDone = std::function<void(collResult_t, const std::string&)>;
 
 struct StreamOptions {
   size_t chunkBytes = size_t{4} << 20;  // pipeline granularity; must match on every rank
@@ -82,11 +91,22 @@ class StreamExecutor {
   // Enqueues one op on `stream` and returns. Throws (collInvalidArgument, or
   // collUnhandledCudaError when CUDA refuses the enqueue) before anything is queued, so
   // a throw means the op will not run.
-  void enqueue(void* stream, const StreamOpSpec& spec, HostCollective run);
-  // A group: every op staged, one host call for all of them (never chunked).
-  void enqueueGroup(void* stream, const std::vector<StreamOpSpec>& specs, HostGroupCollective run);
+  void enqueue(void* stream, const StreamOpSpec& spec, HostCollective run, JobDone done = nullptr);
+  // A group: every op staged, one host call for all of them (chunked only when it is a
+  // single element-wise op). Part p is staged on streams[p]; the job waits for the work
+  // queued before it on every stream named, and each of them waits for the whole job.
+  // All parts must be on one device.
+  void enqueueGroup(const std::vector<void*>& streams, const std::vector<StreamOpSpec>& specs,
+                    HostGroupCollective run, JobDone done = nullptr);
+  void enqueueGroup(void* stream, const std::vector<StreamOpSpec>& specs, HostGroupCollective run) {
+    enqueueGroup(std::vector<void*>(specs.size(), stream), specs, std::move(run));
+  }
   // A job that works on device memory on `device` itself (see DeviceWork).
-  void enqueueDevice(void* stream, int device, DeviceCollective run);
+  void enqueueDevice(void* stream, int device, DeviceCollective run, JobDone done = nullptr);
+
+  // A stream of the executor's own on `device` (made at the first call), for work that
+  // comes with no stream (nonblocking calls): it waits for no application stream.
+  void* ownStream(int device);
 
   // Fails every queued job at once, including those whose stream has not reached them
   // (communicator abort); the destructor then waits only briefly.
@@ -104,14 +124,15 @@ class StreamExecutor {
   struct Shared;
 
  private:
-  void submit(void* stream, std::vector<StreamOpSpec> specs, HostGroupCollective run);
-  void holdStream(void* stream, const std::shared_ptr<Job>& job);
+  void submit(std::vector<void*> streams, std::vector<StreamOpSpec> specs, HostGroupCollective run,
+              JobDone done);
+  void holdStreams(const std::vector<void*>& streams, const std::shared_ptr<Job>& job);
   void push(std::shared_ptr<Job> job);
   void workerLoop();
   void runJob(Job& job);
   void runChunks(Job& job, size_t& copiesOut);
   void runDevice(Job& job, size_t& copiesOut);
-  void finishCopiesOut(Job& job, size_t copiesOut, bool failed);
+  void finishCopiesOut(Job& job, size_t copiesOut);
   void waitEvent(StreamBackend::Event ev, double timeoutSec, const char* what, bool abortable = true);
   void* copyStream(int device);
 
@@ -120,6 +141,8 @@ class StreamExecutor {
   StreamOptions opts_;
   std::shared_ptr<PinnedPool> pool_;
   std::map<int, void*> copyStreams_;  // worker thread only, until the destructor
+  std::mutex ownMu_;
+  std::map<int, void*> ownStreams_;  // ownStream(); destroyed last
 
   mutable std::mutex mu_;
   std::condition_variable cv_;      // work arrived / stopping

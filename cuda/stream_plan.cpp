@@ -1,5 +1,7 @@
 #include "cuda/stream_plan.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 
 namespace coll::cuda {
@@ -27,38 +29,53 @@ void checkPart(const StreamOpSpec& s, size_t i) {
                  bytes);
 }
 
-// Lays out one part from `base`; returns the bytes it takes.
-size_t layoutPart(const StreamOpSpec& s, size_t i, size_t base, StagingLayout& out) {
-  const bool send = s.sendOnDevice && s.sendBytes > 0;
-  const bool recv = s.recvOnDevice && s.recvBytes > 0;
-  if (send && recv) {
-    const uintptr_t a = addr(s.send), b = addr(s.recv);
-    if (a >= b && a + s.sendBytes <= b + s.recvBytes) {  // send within recv (incl. in place)
-      out.recvOffset = base;
-      out.sendOffset = base + (a - b);
-      return s.recvBytes;
+// Within one op the two sides are the same buffer, one inside the other, or disjoint.
+void checkAliasing(const StreamOpSpec& s, size_t i) {
+  if (!(s.sendOnDevice && s.sendBytes > 0 && s.recvOnDevice && s.recvBytes > 0)) return;
+  const uintptr_t a = addr(s.send), b = addr(s.recv);
+  const bool sendInRecv = a >= b && a + s.sendBytes <= b + s.recvBytes;
+  const bool recvInSend = b >= a && b + s.recvBytes <= a + s.sendBytes;
+  const bool disjoint = a + s.sendBytes <= b || b + s.recvBytes <= a;
+  COLL_CHECK_ARG(sendInRecv || recvInSend || disjoint, "stream op ", i, ": send ", s.send, " (",
+                 s.sendBytes, " bytes) and recv ", s.recv, " (", s.recvBytes,
+                 " bytes) overlap without one containing the other");
+}
+
+// A staged side: device bytes [begin, end) of part `part`.
+struct Side {
+  uintptr_t begin, end;
+  size_t part;
+  bool recv;
+};
+
+// Device bytes that overlapping sides share: one staging region.
+struct Region {
+  uintptr_t begin, end;
+};
+
+// Merges the sides into regions, in the order their first side appears (so a lone
+// out-of-place op has its send region first).
+std::vector<Region> mergeSides(const std::vector<Side>& sides) {
+  std::vector<Region> regions;
+  for (const Side& s : sides) {
+    Region merged{s.begin, s.end};
+    size_t at = regions.size();
+    for (size_t r = 0; r < regions.size();) {
+      if (regions[r].begin < merged.end && merged.begin < regions[r].end) {
+        merged.begin = std::min(merged.begin, regions[r].begin);
+        merged.end = std::max(merged.end, regions[r].end);
+        at = std::min(at, r);
+        if (r != at) {
+          regions.erase(regions.begin() + static_cast<std::ptrdiff_t>(r));
+          continue;
+        }
+      }
+      ++r;
     }
-    if (b >= a && b + s.recvBytes <= a + s.sendBytes) {  // recv within send
-      out.sendOffset = base;
-      out.recvOffset = base + (b - a);
-      return s.sendBytes;
-    }
-    COLL_CHECK_ARG(a + s.sendBytes <= b || b + s.recvBytes <= a, "stream op ", i, ": send ",
-                   s.send, " (", s.sendBytes, " bytes) and recv ", s.recv, " (", s.recvBytes,
-                   " bytes) overlap without one containing the other");
-    out.sendOffset = base;
-    out.recvOffset = base + alignUp(s.sendBytes);
-    return alignUp(s.sendBytes) + s.recvBytes;
+    if (at == regions.size()) regions.push_back(merged);
+    else regions[at] = merged;
   }
-  if (send) {
-    out.sendOffset = base;
-    return s.sendBytes;
-  }
-  if (recv) {
-    out.recvOffset = base;
-    return s.recvBytes;
-  }
-  return 0;
+  return regions;
 }
 
 }  // namespace
@@ -79,13 +96,32 @@ JobPlan planJob(const std::vector<StreamOpSpec>& parts, size_t chunkBytes) {
   COLL_CHECK_ARG(!parts.empty(), "stream job without operations");
   JobPlan plan;
   plan.layouts.resize(parts.size());
-  size_t base = 0;
+  std::vector<Side> sides;
   for (size_t i = 0; i < parts.size(); ++i) {
-    checkPart(parts[i], i);
-    const size_t used = layoutPart(parts[i], i, base, plan.layouts[i]);
-    plan.stagingBytes = base + used;
-    base = alignUp(base + used);
+    const StreamOpSpec& s = parts[i];
+    checkPart(s, i);
+    checkAliasing(s, i);
+    if (s.sendOnDevice && s.sendBytes > 0) sides.push_back({addr(s.send), addr(s.send) + s.sendBytes, i, false});
+    if (s.recvOnDevice && s.recvBytes > 0) sides.push_back({addr(s.recv), addr(s.recv) + s.recvBytes, i, true});
   }
+  // Device bytes that several sides touch (an in-place op, or a group whose ops share a
+  // buffer) are staged once, so the host collectives see what they would see on the
+  // device: an op reads what an earlier op of the group wrote.
+  const std::vector<Region> regions = mergeSides(sides);
+  std::vector<size_t> offsets;
+  size_t base = 0;
+  for (const Region& r : regions) {
+    offsets.push_back(base);
+    plan.stagingBytes = base + (r.end - r.begin);
+    base = alignUp(plan.stagingBytes);
+  }
+  for (const Side& side : sides)
+    for (size_t r = 0; r < regions.size(); ++r)
+      if (side.begin >= regions[r].begin && side.end <= regions[r].end) {
+        const size_t off = offsets[r] + (side.begin - regions[r].begin);
+        (side.recv ? plan.layouts[side.part].recvOffset : plan.layouts[side.part].sendOffset) = off;
+        break;
+      }
   // A group's ops run together as one host call, so only a lone op is chunked.
   const StreamOpSpec& s = parts[0];
   plan.chunks = parts.size() == 1 ? planChunks(s.count, s.elemSize, s.elementwise, chunkBytes)

@@ -70,10 +70,11 @@ struct JobPlan {
 // Alignment of each region in the staging block (cudaMemcpy is fastest on aligned ends).
 constexpr size_t kStagingAlign = 256;
 
-// Checks the specs (collInvalidArgument naming the value) and lays them out. Both sides
-// on the device: the same buffer (in place) or one side inside the other (in-place
-// all-gather / reduce-scatter) share staging bytes, so the host collective sees the same
-// aliasing; a partial overlap is rejected.
+// Checks the specs (collInvalidArgument naming the value) and lays them out. Device bytes
+// that several sides touch are staged once, so the host collectives see the device's
+// aliasing: within one op the same buffer (in place) or one side inside the other
+// (in-place all-gather / reduce-scatter), and in a group a buffer that one op writes and
+// a later one reads. Within one op a partial overlap is rejected.
 JobPlan planJob(const std::vector<StreamOpSpec>& parts, size_t chunkBytes);
 
 struct ByteRange {

@@ -128,13 +128,17 @@ collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int
 collResult_t collBarrier(collComm_t comm);
 
 /* Calls between GroupStart and GroupEnd are deferred and issued together at GroupEnd
- * (so that matching sends and receives between two ranks cannot deadlock). Groups nest. */
+ * (so that matching sends and receives between two ranks cannot deadlock). Groups nest.
+ * Calls with device buffers or a stream are launched as one stream-ordered unit per
+ * communicator, after the earlier work on every stream they name (doc/cuda.md). */
 collResult_t collGroupStart(void);
 collResult_t collGroupEnd(void);
 
 /* ---- nonblocking collectives ----
  * They progress on the communicator's own thread; operations on one communicator are
- * executed in the order they were issued, blocking and nonblocking alike. */
+ * executed in the order they were issued, blocking and nonblocking alike. Collectives
+ * take device buffers too (the input must be ready; see doc/cuda.md); collIsend and
+ * collIrecv take host buffers only. */
 collResult_t collIallReduce(const void* sendbuff, void* recvbuff, size_t count,
                             collDataType_t datatype, collRedOp_t op, collComm_t comm,
                             collRequest_t* request);

@@ -335,10 +335,6 @@ int runTool(int argc, char** argv, const ToolDesc& tool) {
       std::fprintf(stderr, "%s: -g 1: %s\n", prog, why.c_str());
       return 2;
     }
-    if (opts.aggIters > 1) {
-      std::fprintf(stderr, "%s: -g 1 takes -m 1 only (grouped calls take host buffers)\n", prog);
-      return 2;
-    }
   }
   collComm_t comm = nullptr;
   collResult_t res = collCommInitFromEnv(&comm);

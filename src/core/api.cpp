@@ -8,10 +8,7 @@
 #include "core/log.hpp"
 #include "core/socket.hpp"
 #include "core/types.hpp"
-#if COLL_HAVE_CUDA
-#include "cuda/op_spec.hpp"
-#include "cuda/runtime.hpp"
-#endif
+#include "core/device_ops.hpp"
 
 using namespace coll;
 
@@ -37,111 +34,71 @@ namespace {
 collResult_t initRank(collComm_t* out, int nranks, const UniqueIdData& id, int rank) {
   auto handle = std::make_unique<collComm>();
   handle->impl = Comm::create(id, rank, nranks);
+#if COLL_HAVE_CUDA
+  attachCuda(*handle);
+#endif
   *out = handle.release();
   registerHandle(*out);
   return collSuccess;
 }
 
+bool streamsUsable(collComm& c) {
 #if COLL_HAVE_CUDA
-// Device buffers, or an explicit stream, make the op stream-ordered: it is staged through
-// the communicator's stream executor and the call returns without waiting.
-bool onStream(const OpArgs& op, collStream_t stream) {
-  return cuda::cudaAvailable() && (stream != nullptr || cuda::usesDeviceMemory(op));
-}
-
-// The executor, and with it the CUDA IPC engine (null when the communicator cannot use
-// IPC: one rank, several hosts, COLL_CUDA_IPC=0).
-cuda::StreamExecutor& streamsOf(collComm& c, cuda::IpcEngine** ipc) {
-  std::lock_guard<std::mutex> lock(c.streamsMu);
-  if (!c.streams) {
-    Comm* impl = c.impl.get();
-    const cuda::StreamOptions opts = cuda::StreamOptions::fromConfig(impl->config(), impl->timeoutSec());
-    c.ipc = cuda::IpcEngine::create(*impl, opts.chunkBytes);
-    c.streams = std::make_unique<cuda::StreamExecutor>(
-        cuda::makeCudaBackend(),
-        [impl](const Error& e) { impl->setAsyncError(e.code(), e.what()); }, opts);
-  }
-  *ipc = c.ipc.get();
-  return *c.streams;
-}
-
-// Device buffers among the ranks of one host go device to device over CUDA IPC; the rest
-// is staged through pinned host memory. Both paths start a served collective with the
-// same header exchange (ipc_engine.hpp), so the ranks agree on the path per op.
-void enqueueOnStream(collComm& c, const OpArgs& op, collStream_t stream) {
-  Comm* impl = c.impl.get();
-  const cuda::StreamOpSpec spec = cuda::describeOp(op, impl->nranks(), impl->rank());
-  cuda::IpcEngine* ipc = nullptr;
-  cuda::StreamExecutor& exec = streamsOf(c, &ipc);
-  if (ipc && ipc->wants(op, spec)) {
-    ipc->prepare(spec.device);
-    exec.enqueueDevice(stream, spec.device,
-                       [ipc, op, spec](const cuda::DeviceWork& w) { ipc->run(op, spec, w); });
-    return;
-  }
-  if (ipc && !cuda::IpcEngine::agreesOn(op.kind)) ipc = nullptr;
-  exec.enqueue(stream, spec, [impl, op, ipc](const cuda::HostView& v) {
-    if (ipc && v.offset == 0) ipc->agreeStaged(op);  // before the first chunk only
-    OpArgs chunk = op;
-    chunk.sendbuf = v.send;
-    chunk.recvbuf = v.recv;
-    chunk.count = v.count;
-    impl->run(chunk);
-  });
-}
-
-// A host-buffer op waits for the device ops issued before it on this communicator, so
-// that every rank runs the communicator's ops in issue order.
-void drainStreams(collComm& c) {
-  cuda::StreamExecutor* exec;
-  {
-    std::lock_guard<std::mutex> lock(c.streamsMu);
-    exec = c.streams.get();
-  }
-  if (exec && exec->pending() > 0 && !exec->waitIdle(c.impl->timeoutSec()))
-    COLL_THROW(collTimeout, "device-buffer collectives issued earlier on this communicator did not "
-               "finish within ", c.impl->timeoutSec(), " s (is their stream blocked?)");
-}
+  return c.cudaBackend != nullptr;
+#else
+  (void)c;
+  return false;
 #endif
+}
 
-// Validates, then runs or defers (inside a group) one blocking operation.
+// Validates, then runs or defers (inside a group) one blocking operation. Inside a group a
+// stream-ordered op is deferred too: collGroupEnd launches the group as one unit.
 collResult_t issue(const char* fn, collComm_t comm, const OpArgs& op, collStream_t stream) {
   return guarded(comm, fn, [&] {
     collComm& c = liveComm(comm);
-    validateOp(*c.impl, op, stream);
+    validateOp(*c.impl, op, stream, streamsUsable(c));
     if (op.isP2P() && op.root == c.impl->rank() && !groupActive())
       COLL_THROW(collInvalidUsage, "send/recv with self outside a group would never complete");
 #if COLL_HAVE_CUDA
-    if (onStream(op, stream)) {
-      if (groupActive())
-        COLL_THROW(collInvalidUsage, "device buffers and streams are not supported inside "
-                   "collGroupStart/collGroupEnd; issue these operations outside the group");
+    if (onStream(c, op, stream)) {
+      if (groupDefer(c, {op, stream, true})) return;
       enqueueOnStream(c, op, stream);
       return;
     }
     drainStreams(c);
 #endif
-    if (groupDefer(c, op)) return;
+    if (groupDefer(c, {op, nullptr, false})) return;
     c.impl->run(op);
   });
 }
 
+// Nonblocking calls are never deferred by a group. Collectives on device buffers are staged
+// on a stream of the communicator's own; the request completes once the results are in
+// device memory.
 collResult_t issueAsync(const char* fn, collComm_t comm, const OpArgs& op, collRequest_t* request) {
   return guarded(comm, fn, [&] {
     COLL_CHECK_ARG(request, "request is NULL");
     *request = nullptr;
     collComm& c = liveComm(comm);
-    validateOp(*c.impl, op, nullptr);
+    validateOp(*c.impl, op, nullptr, streamsUsable(c));
     if (op.isP2P() && op.root == c.impl->rank())
       COLL_THROW(collInvalidUsage, "nonblocking send/recv with self would never complete");
-#if COLL_HAVE_CUDA
-    if (cuda::cudaAvailable() && cuda::usesDeviceMemory(op))
-      COLL_THROW(collInvalidArgument, "nonblocking calls take host buffers; for device buffers "
-                 "use the blocking call with a stream (it is stream-ordered and does not block)");
-    drainStreams(c);
-#endif
     auto r = std::make_unique<collRequest>();
+#if COLL_HAVE_CUDA
+    if (onStream(c, op, nullptr)) {
+      // Staged ops run one after another in issue order: a rank's nonblocking send would
+      // have to finish before its receive starts, and a ring of them would deadlock.
+      if (op.isP2P())
+        COLL_THROW(collInvalidArgument, "nonblocking send/recv take host buffers; for device buffers "
+                   "use collSend/collRecv with a stream inside collGroupStart/collGroupEnd");
+      r->req = submitDeviceOp(c, op);
+    } else {
+      drainStreams(c);
+      r->req = c.impl->submit({op});
+    }
+#else
     r->req = c.impl->submit({op});
+#endif
     r->comm = &c;
     *request = r.release();
     registerHandle(*request);

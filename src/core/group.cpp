@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/device_ops.hpp"
 #include "core/export.hpp"
 #include "core/handles.hpp"
 
@@ -10,13 +11,26 @@ namespace {
 
 struct GroupState {
   int depth = 0;
-  std::vector<std::pair<collComm*, OpArgs>> ops;
+  std::vector<std::pair<collComm*, GroupedOp>> ops;
 };
 thread_local GroupState tlsGroup;
 
+// Runs, or launches on streams, one communicator's share of the group. Returns what the
+// caller must still wait for (see launchGroup), or null.
+std::shared_ptr<Request> launch(collComm& c, const std::vector<GroupedOp>& batch) {
+#if COLL_HAVE_CUDA
+  for (const GroupedOp& g : batch)
+    if (g.onStream) return launchGroup(c, batch);
+#endif
+  std::vector<OpArgs> ops;
+  for (const GroupedOp& g : batch) ops.push_back(g.op);
+  c.impl->run(std::move(ops));
+  return nullptr;
+}
+
 }  // namespace
 
-bool groupDefer(collComm& comm, const OpArgs& op) {
+bool groupDefer(collComm& comm, const GroupedOp& op) {
   if (tlsGroup.depth == 0) return false;
   tlsGroup.ops.emplace_back(&comm, op);
   return true;
@@ -45,16 +59,30 @@ extern "C" COLL_EXPORT collResult_t collGroupEnd(void) {
       if (std::find(order.begin(), order.end(), c) == order.end()) order.push_back(c);
     collResult_t first = collSuccess;
     std::string firstMsg;
-    for (collComm* c : order) {
-      std::vector<OpArgs> batch;
-      for (auto& [cc, op] : ops)
-        if (cc == c) batch.push_back(op);
-      collResult_t res = guarded(c, "collGroupEnd", [&] { liveComm(c).impl->run(std::move(batch)); });
+    auto note = [&](collResult_t res) {
       if (res != collSuccess && first == collSuccess) {
         first = res;
         firstMsg = threadLastError();
       }
+    };
+    std::vector<std::pair<collComm*, std::shared_ptr<Request>>> pending;
+    for (collComm* c : order) {
+      std::vector<GroupedOp> batch;
+      for (auto& [cc, op] : ops)
+        if (cc == c) batch.push_back(op);
+      note(guarded(c, "collGroupEnd", [&] {
+        if (auto req = launch(liveComm(c), batch)) pending.emplace_back(c, std::move(req));
+      }));
     }
+    // Every unit is launched before any is waited for, so that no communicator's unit
+    // waits behind another's.
+    for (auto& [c, req] : pending)
+      note(guarded(c, "collGroupEnd", [&, &req = req] {
+        const double timeout = 2 * liveComm(c).impl->timeoutSec() + 10;
+        if (!req->wait(timeout))
+          COLL_THROW(collTimeout, "a group with device-buffer operations did not finish within ", timeout, " s");
+        if (req->result() != collSuccess) throw Error(req->result(), req->message());
+      }));
     if (first != collSuccess) throw Error(first, firstMsg);
   });
 }

@@ -1,7 +1,4 @@
 #include "core/handles.hpp"
-#if COLL_HAVE_CUDA
-#include "cuda/runtime.hpp"
-#endif
 
 #include <unordered_set>
 
@@ -72,7 +69,7 @@ size_t mulChecked(size_t a, size_t b, const char* what) {
 
 }  // namespace
 
-void validateOp(const Comm& comm, const OpArgs& op, const void* stream) {
+void validateOp(const Comm& comm, const OpArgs& op, const void* stream, bool streamsUsable) {
   const int n = comm.nranks(), r = comm.rank();
   COLL_CHECK_ARG(validType(op.dtype), "datatype ", static_cast<int>(op.dtype), " is not a valid collDataType_t");
   const bool reduces = op.kind == OpKind::AllReduce || op.kind == OpKind::Reduce ||
@@ -83,10 +80,11 @@ void validateOp(const Comm& comm, const OpArgs& op, const void* stream) {
   if (op.isP2P())
     COLL_CHECK_ARG(op.root >= 0 && op.root < n, "peer ", op.root, " is out of range [0, ", n, ")");
 #if COLL_HAVE_CUDA
-  if (stream && !cuda::cudaAvailable())
+  if (stream && !streamsUsable)
     COLL_THROW(collInvalidArgument, "stream is not NULL, but no CUDA device is usable in this process "
                "(pass NULL for host buffers)");
 #else
+  (void)streamsUsable;
   if (stream)
     COLL_THROW(collInvalidArgument, "stream is not NULL, but this build has no CUDA support (pass NULL for host buffers)");
 #endif

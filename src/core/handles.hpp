@@ -18,6 +18,9 @@
 struct collComm {
   std::unique_ptr<coll::Comm> impl;
 #if COLL_HAVE_CUDA
+  // Where buffers live and the CUDA calls of stream-ordered ops; null when no device is
+  // usable (attachCuda, device_ops.hpp). The tests put a simulated runtime here.
+  std::shared_ptr<coll::cuda::StreamBackend> cudaBackend;
   // Stream-ordered collectives on device buffers; made at the first one. Declared after
   // impl so that it is gone (its worker joined) before the communicator it drives.
   std::mutex streamsMu;
@@ -71,12 +74,21 @@ collResult_t guarded(collComm_t comm, const char* fn, F&& body) {
   }
 }
 
+// An operation deferred inside a group, with its stream; onStream: stream-ordered (device
+// buffers or a stream), launched with the group's other ops as one unit at collGroupEnd.
+struct GroupedOp {
+  OpArgs op;
+  void* stream = nullptr;
+  bool onStream = false;
+};
+
 // Group calls (collGroupStart/End) defer operations; true if the op was deferred.
-bool groupDefer(collComm& comm, const OpArgs& op);
+bool groupDefer(collComm& comm, const GroupedOp& op);
 // True between collGroupStart and the matching collGroupEnd on this thread.
 bool groupActive();
 
 // Checks one operation's arguments against the communicator (throws collInvalidArgument).
-void validateOp(const Comm& comm, const OpArgs& op, const void* stream);
+// streamsUsable: a non-null stream is accepted (a CUDA device is usable).
+void validateOp(const Comm& comm, const OpArgs& op, const void* stream, bool streamsUsable);
 
 }  // namespace coll

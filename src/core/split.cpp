@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/device_ops.hpp"
 #include "core/export.hpp"
 #include "core/handles.hpp"
 #include "core/socket.hpp"
@@ -71,6 +72,9 @@ extern "C" COLL_EXPORT collResult_t collCommSplit(collComm_t comm, int color, in
     memcpy(&theirs, ids.data() + static_cast<size_t>(leader) * sizeof(theirs), sizeof(theirs));
     auto handle = std::make_unique<collComm>();
     handle->impl = Comm::create(UniqueIdData::decode(theirs), newRank, static_cast<int>(members.size()));
+#if COLL_HAVE_CUDA
+    attachCuda(*handle);
+#endif
     *newcomm = handle.release();
     registerHandle(*newcomm);
   });

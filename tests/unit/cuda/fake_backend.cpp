@@ -134,6 +134,8 @@ void Backend::destroyEvent(Event ev) noexcept {
 }
 
 void Backend::launchHostFunc(void* stream, void (*fn)(void*), void* arg) {
+  if (stream && stream == refuseHostFuncOn)
+    COLL_THROW(collUnhandledCudaError, "cudaLaunchHostFunc: operation not permitted (fake)");
   resolve(stream)->post([fn, arg] { fn(arg); });
 }
 
@@ -145,6 +147,28 @@ void* Backend::createStream(int) {
 }
 
 void Backend::destroyStream(void*, int) noexcept { --streamsLive; }
+
+int Backend::deviceOf(const void* p) {
+  const char* c = static_cast<const char*>(p);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Range& r : device_)
+    if (c && c >= r.begin && c < r.begin + r.bytes) return r.device;
+  return -1;
+}
+
+void Backend::markDevice(const void* p, size_t bytes, int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  device_.push_back({static_cast<const char*>(p), bytes, device});
+}
+
+void Backend::unmarkDevice(const void* p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < device_.size(); ++i)
+    if (device_[i].begin == p) {
+      device_.erase(device_.begin() + static_cast<std::ptrdiff_t>(i));
+      return;
+    }
+}
 
 std::vector<CopyRecord> Backend::copies() const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -1,7 +1,8 @@
 // A simulated CUDA runtime for the stream executor: each stream is a thread running its
 // items in order, copies are memcpy (optionally slowed down), events are flags set in
 // stream order and host functions run on the stream's thread, blocking it, as CUDA's do.
-// "Device" memory is ordinary host memory. Lets the executor's ordering, pipelining and
+// "Device" memory is ordinary host memory that a test marks as device memory (markDevice),
+// so that the library's pointer queries treat it as such. Lets the executor's ordering, pipelining and
 // failure handling be tested without a GPU.
 #pragma once
 
@@ -69,13 +70,20 @@ class Backend : public coll::cuda::StreamBackend {
   void launchHostFunc(void* stream, void (*fn)(void*), void* arg) override;
   void* createStream(int device) override;
   void destroyStream(void* stream, int device) noexcept override;
+  int deviceOf(const void* p) override;
+  int currentDevice() override { return current; }
 
   // Test knobs and observations.
   std::chrono::milliseconds copyDelay{0};
   void* capturingStream = nullptr;      // checkStream rejects it
+  void* refuseHostFuncOn = nullptr;     // launchHostFunc fails on it
   std::atomic<bool> failOwnStreamEvents{false};  // eventDone throws for events on created streams
   std::atomic<int> pinnedLive{0}, pinnedAllocs{0}, eventsLive{0}, streamsLive{0};
   std::vector<CopyRecord> copies() const;
+  // [p, p + bytes) counts as memory of `device` from now on.
+  void markDevice(const void* p, size_t bytes, int device = 0);
+  void unmarkDevice(const void* p);
+  std::atomic<int> current{0};
   Stream& defaultStream() { return default_; }
 
  private:
@@ -87,6 +95,12 @@ class Backend : public coll::cuda::StreamBackend {
   mutable std::mutex mu_;
   std::vector<CopyRecord> copies_;
   std::vector<std::unique_ptr<Stream>> own_;
+  struct Range {
+    const char* begin;
+    size_t bytes;
+    int device;
+  };
+  std::vector<Range> device_;
   Stream default_;  // last: destroyed first, while what its items touch still exists
 };
 

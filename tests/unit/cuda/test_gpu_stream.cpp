@@ -80,12 +80,13 @@ TEST(GpuStreamOps, RunsInStreamOrderWithoutBlockingTheCaller) {
   Stream s;
   std::atomic<int> chunks{0}, errors{0};
   {
-    StreamExecutor exec(makeCudaBackend(), [&](const coll::Error&) { ++errors; }, options(1 << 20));
+    auto backend = makeCudaBackend();
+    StreamExecutor exec(backend, [&](const coll::Error&) { ++errors; }, options(1 << 20));
     StreamGate gate(s.get());
     // Earlier work on the stream writes the input: the op must see it, not the zeros.
     COLL_CUDA_CHECK(cudaMemcpyAsync(send.get(), pinned, n * 4, cudaMemcpyHostToDevice, s.get()));
     const auto t0 = std::chrono::steady_clock::now();
-    exec.enqueue(s.get(), describeOp(allReduce(send.get(), recv.get(), n), 1, 0), [&](const HostView& v) {
+    exec.enqueue(s.get(), describeOp(*backend, allReduce(send.get(), recv.get(), n), 1, 0), [&](const HostView& v) {
       const auto* in = static_cast<const float*>(v.send);
       auto* out = static_cast<float*>(v.recv);
       for (size_t i = 0; i < v.count; ++i) out[i] = 2 * in[i];
@@ -112,8 +113,9 @@ TEST(GpuStreamOps, LegacyDefaultStreamDoesNotDeadlock) {
   std::vector<float> x(n, 1.5f);
   gputest::DeviceMemory buf(n * 4);
   buf.upload(x);
-  StreamExecutor exec(makeCudaBackend(), nullptr, options(1024));
-  exec.enqueue(nullptr, describeOp(allReduce(buf.get(), buf.get(), n), 1, 0), [](const HostView& v) {
+  auto backend = makeCudaBackend();
+  StreamExecutor exec(backend, nullptr, options(1024));
+  exec.enqueue(nullptr, describeOp(*backend, allReduce(buf.get(), buf.get(), n), 1, 0), [](const HostView& v) {
     auto* p = static_cast<float*>(v.recv);
     for (size_t i = 0; i < v.count; ++i) p[i] += 1;
   });
@@ -133,8 +135,9 @@ TEST(GpuStreamOps, TwoRanksAllReduceDeviceBuffers) {
     send.upload(x);
     Stream s;
     std::atomic<int> errors{0};
-    StreamExecutor exec(makeCudaBackend(), [&](const coll::Error&) { ++errors; }, options(4 << 20));
-    exec.enqueue(s.get(), describeOp(allReduce(send.get(), recv.get(), n), 2, rank), [&](const HostView& v) {
+    auto backend = makeCudaBackend();
+    StreamExecutor exec(backend, [&](const coll::Error&) { ++errors; }, options(4 << 20));
+    exec.enqueue(s.get(), describeOp(*backend, allReduce(send.get(), recv.get(), n), 2, rank), [&](const HostView& v) {
       const collResult_t rc = collAllReduce(v.send, v.recv, v.count, collFloat32, collSum, comm, nullptr);
       if (rc != collSuccess) COLL_THROW(rc, collGetLastError(comm));
     });
@@ -171,8 +174,51 @@ TEST(GpuStreamOps, PublicApiDeviceThenHostCollectives) {
     EXPECT_EQ(async, collSuccess);
     const auto y = buf.download<float>(n);
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(y[i], 3.0f * static_cast<float>(i % 977)) << i;
-    // Nonblocking calls take host buffers only.
+    // Nonblocking collectives take device buffers too (the input is ready: s was synced);
+    // nonblocking send/recv do not.
     collRequest_t req = nullptr;
-    EXPECT_EQ(collIallReduce(buf.get(), buf.get(), n, collFloat32, collSum, comm, &req), collInvalidArgument);
+    ASSERT_EQ(collIallReduce(buf.get(), buf.get(), n, collFloat32, collSum, comm, &req), collSuccess)
+        << collGetLastError(comm);
+    ASSERT_EQ(collWait(&req), collSuccess) << collGetLastError(comm);
+    const auto z = buf.download<float>(n);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(z[i], 6.0f * static_cast<float>(i % 977)) << i;
+    EXPECT_EQ(collIsend(buf.get(), n, collFloat32, 1 - rank, comm, &req), collInvalidArgument);
+  });
+}
+
+// A group of device-buffer ops on two real streams: an all-reduce on one, a send/recv
+// exchange on the other, launched as one unit at collGroupEnd.
+TEST(GpuStreamOps, GroupOfDeviceOpsOnTwoStreams) {
+  COLL_REQUIRE_GPU();
+  testing_coll::ScopedEnv ipcOff("COLL_CUDA_IPC", "0");  // host staging, the path groups take
+  testing_coll::Job job(2);
+  ASSERT_TRUE(job.ok());
+  const size_t n = (1 << 20) + 7;
+  job.run([&](int rank, collComm_t comm) {
+    std::vector<float> x(n), p(n);
+    for (size_t i = 0; i < n; ++i) {
+      x[i] = static_cast<float>(rank + 1) * static_cast<float>(i % 499);
+      p[i] = static_cast<float>(100 * rank) + static_cast<float>(i % 31);
+    }
+    gputest::DeviceMemory in(n * 4), out(n * 4), ps(n * 4), pr(n * 4);
+    in.upload(x);
+    ps.upload(p);
+    Stream a, b;
+    ASSERT_EQ(collGroupStart(), collSuccess);
+    ASSERT_EQ(collAllReduce(in.get(), out.get(), n, collFloat32, collSum, comm, a.get()), collSuccess);
+    ASSERT_EQ(collSend(ps.get(), n, collFloat32, 1 - rank, comm, b.get()), collSuccess);
+    ASSERT_EQ(collRecv(pr.get(), n, collFloat32, 1 - rank, comm, b.get()), collSuccess);
+    ASSERT_EQ(collGroupEnd(), collSuccess) << collGetLastError(comm);
+    a.sync();
+    b.sync();
+    collResult_t async = collSuccess;
+    ASSERT_EQ(collCommGetAsyncError(comm, &async), collSuccess);
+    EXPECT_EQ(async, collSuccess) << collGetLastError(comm);
+    const auto sum = out.download<float>(n);
+    const auto got = pr.download<float>(n);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(sum[i], 3.0f * static_cast<float>(i % 499)) << i;
+      ASSERT_EQ(got[i], static_cast<float>(100 * (1 - rank)) + static_cast<float>(i % 31)) << i;
+    }
   });
 }

@@ -135,6 +135,35 @@ TEST(PlanJob, GroupPartsFollowEachOtherAlignedAndAreNotChunked) {
   EXPECT_TRUE(p.chunks[0].whole());
 }
 
+// A group whose ops share device bytes stages them once: an all-reduce into y followed by
+// an in-place broadcast of y reads the all-reduce's result, as it would on the device.
+TEST(PlanJob, GroupPartsSharingABufferShareItsStaging) {
+  std::vector<char> dev(8192);
+  StreamOpSpec reduce = deviceSpec(at(dev, 0), 400, at(dev, 1024), 400, 100, 4, true);
+  StreamOpSpec bcast = deviceSpec(at(dev, 1024), 400, at(dev, 1024), 400, 100, 4, true);
+  auto p = planJob({reduce, bcast}, 0);
+  EXPECT_EQ(p.layouts[0].sendOffset, 0u);
+  EXPECT_EQ(p.layouts[0].recvOffset, 2 * kStagingAlign);
+  EXPECT_EQ(p.layouts[1].sendOffset, 2 * kStagingAlign);
+  EXPECT_EQ(p.layouts[1].recvOffset, 2 * kStagingAlign);
+  EXPECT_EQ(p.stagingBytes, 2 * kStagingAlign + 400);
+}
+
+// Ranges that overlap only through a third one still end up in one region.
+TEST(PlanJob, OverlapsChainIntoOneRegion) {
+  std::vector<char> dev(8192);
+  StreamOpSpec a = deviceSpec(at(dev, 0), 100, nullptr, 0, 25, 4, true);
+  StreamOpSpec b = deviceSpec(nullptr, 0, at(dev, 200), 100, 25, 4, true);
+  StreamOpSpec bridge = deviceSpec(at(dev, 50), 200, nullptr, 0, 50, 4, true);
+  StreamOpSpec apart = deviceSpec(nullptr, 0, at(dev, 4000), 40, 10, 4, true);
+  auto p = planJob({a, b, bridge, apart}, 0);
+  EXPECT_EQ(p.layouts[0].sendOffset, 0u);
+  EXPECT_EQ(p.layouts[1].recvOffset, 200u);
+  EXPECT_EQ(p.layouts[2].sendOffset, 50u);
+  EXPECT_EQ(p.layouts[3].recvOffset, 2 * kStagingAlign);  // the region [0, 300) rounds up to 512
+  EXPECT_EQ(p.stagingBytes, 2 * kStagingAlign + 40);
+}
+
 TEST(PlanJob, RejectsBadSpecs) {
   std::vector<char> dev(4096);
   // Partial overlap.

@@ -214,9 +214,13 @@ TEST(DeviceGroups, GroupOfOneMatchesTheSameOpOutsideAGroup) {
   job.run([&](int r, collComm_t c) {
     fake::Stream& s = job.stream(r);
     DeviceBuf<float> x(*job.backend, 5000, static_cast<float>(r + 2));
-    if (r == 0) ASSERT_EQ(collGroupStart(), collSuccess);
+    if (r == 0) {
+      ASSERT_EQ(collGroupStart(), collSuccess);
+    }
     ASSERT_EQ(collAllReduce(x.get(), x.get(), 5000, collFloat32, collProd, c, on(s)), collSuccess);
-    if (r == 0) ASSERT_EQ(collGroupEnd(), collSuccess) << collGetLastError(c);
+    if (r == 0) {
+      ASSERT_EQ(collGroupEnd(), collSuccess) << collGetLastError(c);
+    }
     ASSERT_TRUE(s.sync(30));
     for (size_t i = 0; i < 5000; ++i) ASSERT_EQ(x[i], 6.0f) << i;
   });
@@ -328,7 +332,9 @@ TEST(DeviceGroups, UnmatchedReceiveTimesOutWithoutHangingTheStream) {
     DeviceBuf<float> x(*job.backend, 8, 1.0f), y(*job.backend, 8, -1.0f);
     ASSERT_EQ(collGroupStart(), collSuccess);
     ASSERT_EQ(collAllReduce(x.get(), x.get(), 8, collFloat32, collSum, c, on(s)), collSuccess);
-    if (r == 0) ASSERT_EQ(collRecv(y.get(), 8, collFloat32, 1, c, on(s)), collSuccess);
+    if (r == 0) {
+      ASSERT_EQ(collRecv(y.get(), 8, collFloat32, 1, c, on(s)), collSuccess);
+    }
     ASSERT_EQ(collGroupEnd(), collSuccess) << collGetLastError(c);
     ASSERT_TRUE(s.sync(20)) << "the stream is still held";
     if (r == 0) {

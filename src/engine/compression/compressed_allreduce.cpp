@@ -149,6 +149,8 @@ TopkExchange::TopkExchange(double density, const std::vector<CompressedSpan>& sp
   }
   first_.push_back(total_);
   pairs_.reserve(total_);
+  groupOf_.assign(spans.size(), 0);
+  groupEnd_.assign(spans.size(), spans.size());
 }
 
 void TopkExchange::select(size_t j, const float* x, Rng& rng, std::vector<uint32_t>& scratch) {
@@ -184,22 +186,33 @@ void TopkExchange::take(size_t j, const float* x, const std::vector<uint32_t>& i
     for (uint32_t i : idx) s.residual[i - s.offset] = 0.0f;
 }
 
-void TopkExchange::exchange(Collectives& c, FusionBuffers& bufs) {
-  COLL_CHECK_ARG(pairs_.size() == total_, "top-k: ", pairs_.size(), " pairs selected, ", total_, " expected");
+void TopkExchange::prepare(Collectives& c, FusionBuffers& bufs) {
   const size_t ranks = static_cast<size_t>(c.size());
   size_t n = spans_.empty() ? 0 : spans_.back().offset + spans_.back().count;
   COLL_CHECK_ARG(n <= UINT32_MAX, "top-k compression: fused buffer of ", n, " elements exceeds 32-bit indices");
-  auto* all = static_cast<SparsePair*>(bufs.get(BufferSlot::Recv, std::max<size_t>(1, ranks * total_) * sizeof(SparsePair)));
-  if (total_ > 0) c.allgather(pairs_.data(), all, total_ * sizeof(SparsePair), collUint8);
-  all_ = all;
+  all_ = static_cast<SparsePair*>(bufs.get(BufferSlot::Recv, std::max<size_t>(1, ranks * total_) * sizeof(SparsePair)));
   ranks_ = ranks;
+}
+
+std::unique_ptr<PendingOp> TopkExchange::startGroup(Collectives& c, size_t a, size_t b) {
+  COLL_CHECK_ARG(all_ && a < b && b <= spans_.size() && pairs_.size() >= first_[b],
+                 "top-k: group of spans [", a, ", ", b, ") started before its pairs were selected");
+  for (size_t j = a; j < b; ++j) {
+    groupOf_[j] = a;
+    groupEnd_[j] = b;
+  }
+  const size_t m = pairsOf(a, b);
+  if (m == 0) return nullptr;
+  // Rank r's pairs of this group land at all_ + ranks * first_[a] + r * m.
+  return c.iallgather(pairs_.data() + first_[a], all_ + ranks_ * first_[a], m * sizeof(SparsePair), collUint8);
 }
 
 void TopkExchange::accumulate(size_t j, float* out, float scale) const {
   const CompressedSpan& s = spans_[j];
   std::fill(out, out + s.count, 0.0f);
+  const size_t a = groupOf_[j], m = pairsOf(a, groupEnd_[j]);
   for (size_t r = 0; r < ranks_; ++r) {
-    const SparsePair* p = all_ + r * total_;
+    const SparsePair* p = all_ + ranks_ * first_[a] + r * m - first_[a];
     for (size_t i = first_[j]; i < first_[j + 1]; ++i) {
       size_t at = static_cast<size_t>(p[i].index) - s.offset;
       if (at >= s.count)
@@ -224,6 +237,11 @@ void TopkExchange::scatterLocal(float* dense) const {
   for (const auto& p : pairs_) dense[p.index] = p.value;
 }
 
+namespace {
+constexpr size_t kTopkGroups = 4;           // pipeline depth of the sparse exchange
+constexpr size_t kTopkGroupPairs = 32768;   // smallest group: 256 KiB per rank on the wire
+}  // namespace
+
 void topkAllreduce(Collectives& c, double density, float prescale, float outScale,
                    const std::vector<TopkTensor>& tensors, FusionBuffers& bufs, Rng& rng) {
   std::vector<CompressedSpan> spans;
@@ -237,13 +255,13 @@ void topkAllreduce(Collectives& c, double density, float prescale, float outScal
   std::vector<uint32_t> scratch;
   float* staged = prescale != 1.0f ? static_cast<float*>(bufs.get(BufferSlot::Scratch, biggest * sizeof(float)))
                                    : nullptr;
-  for (size_t j = 0; j < tensors.size(); ++j) {
+  auto selectOne = [&](size_t j) {
     const TopkTensor& t = tensors[j];
     if (t.input && t.residual) {
       // The residual becomes the candidate values; "residual += gradient" happens inside
       // the selection scan, so the gradient is read once.
       ex.selectAccumulate(j, t.input, prescale, rng, scratch);
-      continue;
+      return;
     }
     const float* x = t.input;
     if (x && staged) {
@@ -251,21 +269,43 @@ void topkAllreduce(Collectives& c, double density, float prescale, float outScal
       x = staged;
     }
     ex.select(j, x, rng, scratch);
-  }
+  };
+  const size_t m = tensors.size();
   if (ex.denseIsCheaper(static_cast<size_t>(c.size()))) {
+    for (size_t j = 0; j < m; ++j) selectOne(j);
     auto* dense = static_cast<float*>(bufs.get(BufferSlot::Fused, 2 * n * sizeof(float)));
     std::fill(dense, dense + n, 0.0f);
     ex.scatterLocal(dense);
     c.allreduce(dense, dense + n, n, collFloat32, collSum);
-    for (size_t j = 0; j < tensors.size(); ++j)
+    for (size_t j = 0; j < m; ++j)
       if (tensors[j].output)
         for (size_t i = 0; i < tensors[j].count; ++i)
           tensors[j].output[i] = dense[n + spans[j].offset + i] * outScale;
     return;
   }
-  ex.exchange(c, bufs);
-  for (size_t j = 0; j < tensors.size(); ++j)
-    if (tensors[j].output) ex.accumulate(j, tensors[j].output, outScale);
+  // Consecutive tensors in groups of about n / kTopkGroups elements (at least
+  // kTopkGroupPairs pairs each): a group's pairs travel while the next group is selected,
+  // and a group's sums are formed while later groups are still on the wire. The groups
+  // depend on the tensor sizes only, so every rank sends the same ones.
+  ex.prepare(c, bufs);
+  const size_t total = ex.pairsOf(0, m);
+  const size_t want = std::max<size_t>(kTopkGroupPairs, (total + kTopkGroups - 1) / kTopkGroups);
+  std::vector<std::pair<size_t, size_t>> groups;
+  std::vector<std::unique_ptr<PendingOp>> inflight;
+  for (size_t a = 0; a < m;) {
+    size_t b = a + 1;
+    while (b < m && ex.pairsOf(a, b) < want) ++b;
+    if (m - b > 0 && ex.pairsOf(b, m) < want / 2) b = m;  // no small tail group
+    for (size_t j = a; j < b; ++j) selectOne(j);
+    groups.push_back({a, b});
+    inflight.push_back(ex.startGroup(c, a, b));
+    a = b;
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (inflight[g]) inflight[g]->wait();
+    for (size_t j = groups[g].first; j < groups[g].second; ++j)
+      if (tensors[j].output) ex.accumulate(j, tensors[j].output, outScale);
+  }
 }
 
 }  // namespace coll::engine

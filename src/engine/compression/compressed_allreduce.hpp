@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "engine/collectives.hpp"
@@ -69,19 +70,26 @@ class TopkExchange {
                         std::vector<uint32_t>& scratch);
   bool denseIsCheaper(size_t ranks) const;
   void scatterLocal(float* dense) const;  // dense[index] = value for this rank's pairs
-  void exchange(Collectives& c, FusionBuffers& bufs);
-  // out = scale * sum over ranks of span j's pairs (zero elsewhere).
+  // The receive buffer of every rank's pairs (ranks x all pairs), from bufs.
+  void prepare(Collectives& c, FusionBuffers& bufs);
+  // Starts the all-gather of the pairs of spans [a, b), all selected already. Groups of
+  // spans go out in order, each into its own part of the receive buffer.
+  std::unique_ptr<PendingOp> startGroup(Collectives& c, size_t a, size_t b);
+  // out = scale * sum over ranks of span j's pairs (zero elsewhere), once its group arrived.
   void accumulate(size_t j, float* out, float scale) const;
+  size_t pairsOf(size_t a, size_t b) const { return first_[b] - first_[a]; }
 
  private:
   void take(size_t j, const float* x, const std::vector<uint32_t>& idx);
   const std::vector<CompressedSpan>& spans_;
   double density_;
-  std::vector<size_t> first_;  // where span j's pairs start in each rank's message
+  std::vector<size_t> first_;  // where span j's pairs start in this rank's selection
   size_t total_ = 0;
-  std::vector<SparsePair> pairs_;
-  const SparsePair* all_ = nullptr;
+  std::vector<SparsePair> pairs_;  // capacity total_: started groups are never moved
+  SparsePair* all_ = nullptr;
   size_t ranks_ = 1;
+  std::vector<size_t> groupOf_;    // span -> first span of the group it was sent with
+  std::vector<size_t> groupEnd_;   // span -> one past the last span of that group
 };
 
 }  // namespace coll::engine

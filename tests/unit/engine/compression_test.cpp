@@ -221,6 +221,36 @@ TEST(CompressedAllreduce, TopKSumsSelectedEntriesSparseAndDense) {
   }
 }
 
+// Enough pairs for the sparse exchange to go out in several groups (each at least 32 Ki
+// pairs, about a quarter of the total): the sums are the same as sent in one piece, on
+// every rank, across the group boundaries (a 7-element tensor sits inside a group).
+TEST(CompressedAllreduce, TopKInSeveralGroupsSumsEveryGroup) {
+  const int ranks = 2;
+  const double density = 0.25;
+  const std::vector<size_t> sizes = {300000, 7, 200000, 150000, 50000};
+  size_t n = 0;
+  for (size_t sz : sizes) n += sz;
+  std::vector<std::vector<float>> bufs(ranks);
+  std::vector<float> expect(n, 0);
+  for (int r = 0; r < ranks; ++r) {
+    bufs[r] = randomVec(n, 300 + r);
+    size_t off = 0;
+    for (size_t sz : sizes) {
+      Rng rng(5);
+      std::vector<uint32_t> idx;
+      selectTopK(bufs[r].data() + off, sz, topkCount(sz, density), static_cast<uint32_t>(off), idx, rng);
+      for (auto i : idx) expect[i] += bufs[r][i];
+      off += sz;
+    }
+  }
+  runCompressed(ranks, spec(CompressKind::TopK, false, 0, density), bufs, sizes, nullptr, 3);
+  size_t nonzero = 0;
+  for (size_t i = 0; i < n; ++i) nonzero += expect[i] != 0.0f;
+  EXPECT_GT(nonzero, n / 3);  // the sparse path, not the dense fallback (union < n)
+  for (int r = 0; r < ranks; ++r)
+    for (size_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(bufs[r][i], expect[i]) << "rank " << r << " i " << i;
+}
+
 // Error feedback: what was delivered over k steps plus what the ranks still owe equals
 // the true sum of gradients, so the delivered sum converges to the true one (its
 // average error shrinks like 1/k). Without error feedback top-k loses the small

@@ -25,27 +25,23 @@ namespace {
 
 using Harness = coll::cuda::testing::ExecutorHarness;
 
-StreamOpSpec sendSpec(const float* p, size_t n) {
+// A float op of n elements that only sends from (send) or only receives into device memory.
+StreamOpSpec oneSided(const float* send, float* recv, size_t n) {
   StreamOpSpec s;
-  s.send = p;
-  s.sendBytes = n * sizeof(float);
-  s.sendOnDevice = true;
+  s.send = send;
+  s.sendBytes = send ? n * sizeof(float) : 0;
+  s.sendOnDevice = send != nullptr;
+  s.recv = recv;
+  s.recvBytes = recv ? n * sizeof(float) : 0;
+  s.recvOnDevice = recv != nullptr;
   s.count = n;
   s.elemSize = sizeof(float);
   s.elementwise = true;
   return s;
 }
 
-StreamOpSpec recvSpec(float* p, size_t n) {
-  StreamOpSpec s;
-  s.recv = p;
-  s.recvBytes = n * sizeof(float);
-  s.recvOnDevice = true;
-  s.count = n;
-  s.elemSize = sizeof(float);
-  s.elementwise = true;
-  return s;
-}
+StreamOpSpec sendSpec(const float* p, size_t n) { return oneSided(p, nullptr, n); }
+StreamOpSpec recvSpec(float* p, size_t n) { return oneSided(nullptr, p, n); }
 
 // A loop back: the group's receive gets its send, plus one.
 HostGroupCollective loopBack(size_t n, std::atomic<int>* calls) {

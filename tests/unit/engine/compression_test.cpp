@@ -207,24 +207,34 @@ TEST(CompressedAllreduce, DenseCodecsCloseToTrueSumAndIdenticalOnAllRanks) {
   }
 }
 
+// What a sparse top-k all-reduce must deliver: per tensor, the sum over ranks of each
+// rank's exactly selected entries (the selection is exact, so the seed does not matter).
+std::vector<float> topkSums(const std::vector<std::vector<float>>& bufs, const std::vector<size_t>& sizes,
+                            double density) {
+  size_t n = 0;
+  for (size_t sz : sizes) n += sz;
+  std::vector<float> expect(n, 0);
+  for (const auto& b : bufs) {
+    size_t off = 0;
+    for (size_t sz : sizes) {
+      Rng rng(1);
+      std::vector<uint32_t> idx;
+      selectTopK(b.data() + off, sz, topkCount(sz, density), static_cast<uint32_t>(off), idx, rng);
+      for (auto i : idx) expect[i] += b[i];
+      off += sz;
+    }
+  }
+  return expect;
+}
+
 TEST(CompressedAllreduce, TopKSumsSelectedEntriesSparseAndDense) {
   for (double density : {0.01, 0.4}) {  // 0.4 * 3 ranks >= 1: dense fallback
     const int ranks = 3;
     const std::vector<size_t> sizes = {2000, 500};
     const size_t n = 2500;
     std::vector<std::vector<float>> bufs(ranks);
-    std::vector<float> expect(n, 0);
-    for (int r = 0; r < ranks; ++r) {
-      bufs[r] = randomVec(n, 200 + r);
-      size_t off = 0;
-      for (size_t sz : sizes) {
-        Rng rng(1);
-        std::vector<uint32_t> idx;
-        selectTopK(bufs[r].data() + off, sz, topkCount(sz, density), static_cast<uint32_t>(off), idx, rng);
-        for (auto i : idx) expect[i] += bufs[r][i];
-        off += sz;
-      }
-    }
+    for (int r = 0; r < ranks; ++r) bufs[r] = randomVec(n, 200 + r);
+    const std::vector<float> expect = topkSums(bufs, sizes, density);
     runCompressed(ranks, spec(CompressKind::TopK, false, 0, density), bufs, sizes, nullptr, 2);
     for (int r = 0; r < ranks; ++r)
       for (size_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(bufs[r][i], expect[i]) << "density " << density << " i " << i;
@@ -241,18 +251,8 @@ TEST(CompressedAllreduce, TopKInSeveralGroupsSumsEveryGroup) {
   size_t n = 0;
   for (size_t sz : sizes) n += sz;
   std::vector<std::vector<float>> bufs(ranks);
-  std::vector<float> expect(n, 0);
-  for (int r = 0; r < ranks; ++r) {
-    bufs[r] = randomVec(n, 300 + r);
-    size_t off = 0;
-    for (size_t sz : sizes) {
-      Rng rng(5);
-      std::vector<uint32_t> idx;
-      selectTopK(bufs[r].data() + off, sz, topkCount(sz, density), static_cast<uint32_t>(off), idx, rng);
-      for (auto i : idx) expect[i] += bufs[r][i];
-      off += sz;
-    }
-  }
+  for (int r = 0; r < ranks; ++r) bufs[r] = randomVec(n, 300 + r);
+  const std::vector<float> expect = topkSums(bufs, sizes, density);
   runCompressed(ranks, spec(CompressKind::TopK, false, 0, density), bufs, sizes, nullptr, 3);
   size_t nonzero = 0;
   for (size_t i = 0; i < n; ++i) nonzero += expect[i] != 0.0f;

@@ -1,5 +1,6 @@
 // Google Benchmark micro-benchmarks of the CPU paths every host collective runs through:
-// the reduction kernels (per type and op), the float16/bfloat16 conversions, and the
+// the reduction kernels (per type and op), the float16/bfloat16 conversions, the dense
+// gradient codecs (encode with round trip, decode-and-add, on one cache-sized piece), and the
 // per-call cost of a 1-rank all-reduce through the public API (validation, selection,
 // dispatch). Not run by `meson test`; run `meson test -C build --benchmark --suite micro`
 // or build/perf/micro/micro_bench directly (Google Benchmark flags apply).
@@ -10,6 +11,7 @@
 
 #include "collective.h"
 #include "core/reduce.hpp"
+#include "engine/compression/codec.hpp"
 
 namespace {
 
@@ -62,6 +64,34 @@ void BM_FloatToHalf(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(n));
 }
 BENCHMARK(BM_FloatToHalf)->Range(1 << 10, 1 << 20);
+
+// One pipeline piece (8192 floats) as the compressed all-reduce encodes it: with the
+// round trip that error feedback needs. Items: input floats.
+void codecKernel(benchmark::State& state, coll::engine::CompressKind kind, bool stochastic, bool add) {
+  coll::engine::CompressionSpec spec;
+  spec.kind = kind;
+  spec.stochastic = stochastic;
+  auto codec = coll::engine::makeDenseCodec(spec);
+  const size_t n = 8192;
+  std::vector<float> x(n), rt(n);
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 7919) % 1000) * 0.001f - 0.5f;
+  std::vector<uint8_t> enc(codec->encodedBytes(n));
+  coll::engine::Rng rng(7);
+  for (auto _ : state) {
+    if (add) codec->decodeAdd(enc.data(), n, rt.data());
+    else codec->encode(x.data(), n, enc.data(), rt.data(), rng);
+    benchmark::DoNotOptimize(rt.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
+}
+void BM_Int8EncodeStochastic(benchmark::State& s) { codecKernel(s, coll::engine::CompressKind::Int8, true, false); }
+void BM_Int8EncodeNearest(benchmark::State& s) { codecKernel(s, coll::engine::CompressKind::Int8, false, false); }
+void BM_Int8DecodeAdd(benchmark::State& s) { codecKernel(s, coll::engine::CompressKind::Int8, true, true); }
+void BM_Fp16Encode(benchmark::State& s) { codecKernel(s, coll::engine::CompressKind::FP16, false, false); }
+BENCHMARK(BM_Int8EncodeStochastic);
+BENCHMARK(BM_Int8EncodeNearest);
+BENCHMARK(BM_Int8DecodeAdd);
+BENCHMARK(BM_Fp16Encode);
 
 // The library's fixed cost per call: a 1-rank communicator moves no bytes between ranks.
 void BM_ApiAllReduceOneRank(benchmark::State& state) {

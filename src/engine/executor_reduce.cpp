@@ -178,32 +178,28 @@ void Executor::allreduceCompressed(const std::vector<Member>& m) {
     spans.push_back({total, n, residualOf(x, n)});
     total += n;
   }
-  auto* buf = static_cast<float*>(bufs_.get(BufferSlot::Fused, total * sizeof(float)));
-  // Staging in and out happens chunk by chunk inside the pipeline, overlapping transfers.
-  auto forMembers = [&](size_t lo, size_t hi, auto&& fn) {
-    for (size_t j = 0; j < m.size(); ++j) {
-      size_t from = std::max(lo, spans[j].offset), to = std::min(hi, spans[j].offset + spans[j].count);
-      if (from < to) fn(j, from, to, from - spans[j].offset);
-    }
-  };
-  RangeFn stageIn = [&](size_t lo, size_t hi) {
-    forMembers(lo, hi, [&](size_t j, size_t from, size_t to, size_t at) {
+  // Staging in and out happens piece by piece inside the pipeline, overlapping transfers.
+  StageInFn stageIn = [&](size_t lo, size_t hi, float* dst) {
+    forSpans(spans, lo, hi, [&](size_t j, size_t from, size_t to) {
       const Entry* e = m[j].entry;
       if (!e) {
-        std::fill(buf + from, buf + to, 0.0f);
+        std::fill(dst + (from - lo), dst + (to - lo), 0.0f);
         return;
       }
+      const size_t at = from - spans[j].offset;
       float* res = spans[j].residual;
-      floatStageIn(buf + from, static_cast<const float*>(e->input) + at, to - from, pre, res ? res + at : nullptr);
+      floatStageIn(dst + (from - lo), static_cast<const float*>(e->input) + at, to - from, pre,
+                   res ? res + at : nullptr);
     });
   };
-  RangeFn stageOut = [&](size_t lo, size_t hi) {
-    forMembers(lo, hi, [&](size_t j, size_t from, size_t to, size_t at) {
-      if (const Entry* e = m[j].entry) floatStageOut(static_cast<float*>(e->output) + at, buf + from, to - from, post);
+  StageOutFn stageOut = [&](size_t lo, size_t hi, const float* src) {
+    forSpans(spans, lo, hi, [&](size_t j, size_t from, size_t to) {
+      if (const Entry* e = m[j].entry)
+        floatStageOut(static_cast<float*>(e->output) + (from - spans[j].offset), src + (from - lo), to - from, post);
     });
   };
-  denseCompressedAllreduce(c_, *codecFor(meta.compression), buf, total, spans, bufs_, rng_, chunkElems_,
-                           stageIn, stageOut);
+  denseCompressedAllreduce(c_, *codecFor(meta.compression), total, spans, bufs_, rng_, chunkElems_, stageIn,
+                           stageOut);
   counters_.collectives += 2;
   counters_.fusedTensors += m.size();
   trace(m, "copy-in+compress+collective+copy-out", t0, Clock::now());

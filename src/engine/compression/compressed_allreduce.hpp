@@ -11,6 +11,7 @@
 // sparsified tensors moves less and is used instead.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -32,19 +33,39 @@ struct CompressedSpan {
   float* residual = nullptr;
 };
 
-// Called with a range [lo, hi) of the fused buffer.
-using RangeFn = std::function<void(size_t lo, size_t hi)>;
+// Calls fn(j, from, to) for every span j overlapping [lo, hi) of the fused index space,
+// [from, to) being the overlap. Spans are consecutive, in offset order.
+template <typename F>
+void forSpans(const std::vector<CompressedSpan>& spans, size_t lo, size_t hi, F&& fn) {
+  auto it = std::partition_point(spans.begin(), spans.end(),
+                                 [lo](const CompressedSpan& s) { return s.offset + s.count <= lo; });
+  for (; it != spans.end() && it->offset < hi; ++it) {
+    size_t from = std::max(lo, it->offset), to = std::min(hi, it->offset + it->count);
+    if (from < to) fn(static_cast<size_t>(it - spans.begin()), from, to);
+  }
+}
 
-// buf holds this rank's n floats (prescaled, residual already added) once stageIn(lo, hi)
-// returned for a range; stageIn runs chunk by chunk just before the chunk is encoded, so
-// staging overlaps earlier chunks' transfers. Afterwards buf holds the decoded sum over
-// ranks, handed to stageOut(lo, hi) chunk by chunk as it arrives, and every non-null
-// residual holds what this rank still owes.
-// chunkElems: pipeline granularity (rounded to whole quantization blocks per rank).
+// stageIn(lo, hi, dst) writes this rank's contribution to [lo, hi) of the fused index
+// space (prescaled, residual added) to dst[0, hi - lo); stageOut(lo, hi, src) takes the
+// decoded sum over ranks of that range from src[0, hi - lo).
+using StageInFn = std::function<void(size_t lo, size_t hi, float* dst)>;
+using StageOutFn = std::function<void(size_t lo, size_t hi, const float* src)>;
+
+// The fused index space [0, n) is cut into chunks pipelined over nonblocking collectives
+// and every chunk is processed in cache-sized pieces: a piece is staged, encoded and its
+// residual updated while it is still in cache, so the gradients are read once and no
+// fused float buffer is written. Afterwards every non-null residual holds what this rank
+// still owes. chunkElems: pipeline granularity (rounded to whole quantization blocks per
+// rank).
+void denseCompressedAllreduce(Collectives& c, const DenseCodec& codec, size_t n,
+                              const std::vector<CompressedSpan>& spans, FusionBuffers& bufs,
+                              Rng& rng, size_t chunkElems, const StageInFn& stageIn,
+                              const StageOutFn& stageOut);
+
+// In place: buf holds this rank's n floats (residual already added) and receives the sum.
 void denseCompressedAllreduce(Collectives& c, const DenseCodec& codec, float* buf, size_t n,
                               const std::vector<CompressedSpan>& spans, FusionBuffers& bufs,
-                              Rng& rng, size_t chunkElems, const RangeFn& stageIn = {},
-                              const RangeFn& stageOut = {});
+                              Rng& rng, size_t chunkElems);
 
 // One tensor of a top-k allreduce. input == nullptr: this rank joined (sends zeros).
 struct TopkTensor {

@@ -78,6 +78,66 @@ TEST(Int8Codec, StochasticRoundingIsUnbiased) {
   EXPECT_GT(std::fabs(yn[1] - x[1]), 5e-4);  // 0.3*127 = 38.1 rounds to 38
 }
 
+// The wire format spelled out: per block the scale max|x|/127, then floor(x * 127/max + u)
+// clamped to [-127, 127], u = hash(seed + k) / 2^32 (24 bits) with seed = the next number
+// of the codec's Rng per block, or u = 1/2 for nearest rounding. The vector kernel must
+// give these bytes exactly; a block holding a NaN or an infinity is sent as zeros.
+uint32_t lowbias32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  return x ^ (x >> 16);
+}
+
+std::vector<uint8_t> referenceInt8(const std::vector<float>& x, size_t block, bool stochastic, Rng rng) {
+  std::vector<uint8_t> out;
+  for (size_t b = 0; b < x.size(); b += block) {
+    const size_t m = std::min(block, x.size() - b);
+    const uint32_t seed = stochastic ? rng.next() : 0;
+    float mx = 0;
+    bool finite = true;
+    for (size_t k = 0; k < m; ++k) {
+      finite = finite && std::isfinite(x[b + k]);
+      mx = std::max(mx, std::fabs(x[b + k]));
+    }
+    const float scale = finite && mx > 0 ? mx / 127.0f : 0.0f;
+    const auto* sb = reinterpret_cast<const uint8_t*>(&scale);
+    out.insert(out.end(), sb, sb + sizeof(float));
+    for (size_t k = 0; k < m; ++k) {
+      int q = 0;
+      if (scale > 0) {
+        float u = stochastic ? static_cast<float>(lowbias32(seed + static_cast<uint32_t>(k)) >> 8) / 16777216.0f : 0.5f;
+        float v = x[b + k] * (127.0f / mx);
+        float s = std::clamp((v + u) + 128.0f, 1.0f, 255.0f);
+        q = static_cast<int>(s) - 128;
+      }
+      out.push_back(static_cast<uint8_t>(static_cast<int8_t>(q)));
+    }
+  }
+  return out;
+}
+
+TEST(Int8Codec, BytesFollowTheWireFormatExactly) {
+  const size_t block = 256, n = 3 * block + 77;  // whole vector steps and a scalar tail
+  auto x = randomVec(n, 5, 2.0f);
+  x[block + 3] = std::nanf("");
+  x[2 * block + 9] = -INFINITY;
+  for (bool stochastic : {true, false}) {
+    auto c = makeDenseCodec(spec(CompressKind::Int8, stochastic, block));
+    Rng rng(77);
+    auto want = referenceInt8(x, block, stochastic, rng);
+    std::vector<uint8_t> got(c->encodedBytes(n));
+    std::vector<float> rt(n);
+    c->encode(x.data(), n, got.data(), rt.data(), rng);
+    ASSERT_EQ(got, want) << "stochastic=" << stochastic;
+    std::vector<float> dec(n);
+    c->decode(got.data(), n, dec.data());
+    EXPECT_EQ(rt, dec);
+    for (size_t k = block; k < 3 * block; ++k) ASSERT_EQ(dec[k], 0.0f) << k;  // the non-finite blocks
+  }
+}
+
 TEST(CastCodecs, RelativeErrorBounds) {
   auto x = randomVec(513, 3, 10.0f);
   Rng rng(1);

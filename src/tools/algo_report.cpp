@@ -8,14 +8,15 @@
 
 namespace coll::tools {
 
-void printAlgorithmChoices(std::ostream& os, collComm_t handle) {
+void printAlgorithmChoices(std::ostream& os, collComm_t handle, const std::vector<size_t>& wanted) {
   const Comm& comm = *liveComm(handle).impl;
   Selector selector(comm.config());
   const OpKind kinds[] = {OpKind::AllReduce, OpKind::Broadcast, OpKind::Reduce,
                           OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllToAll};
   // float32 counts as the C API takes them (per rank for all-gather, reduce-scatter and
   // all-to-all), from one element to 256 Mi elements.
-  const size_t counts[] = {1, 256, 8192, 65536, 1 << 20, 16 << 20, 256 << 20};
+  const std::vector<size_t> counts =
+      wanted.empty() ? std::vector<size_t>{1, 256, 8192, 65536, 1 << 20, 16 << 20, 256 << 20} : wanted;
   char buf[64];
   os << "algorithm selection (" << comm.nranks() << " ranks, float32; count as the C API takes it):\n";
   snprintf(buf, sizeof buf, "  %-14s", "count");

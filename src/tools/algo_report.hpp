@@ -4,12 +4,16 @@
 // size table, this is the one function to point at it.
 #pragma once
 
+#include <cstddef>
 #include <ostream>
+#include <vector>
 
 #include "collective.h"
 
 namespace coll::tools {
 
-void printAlgorithmChoices(std::ostream& os, collComm_t comm);
+// counts: float32 element counts as the C API takes them; empty: a default set from 1 to
+// 256 Mi elements.
+void printAlgorithmChoices(std::ostream& os, collComm_t comm, const std::vector<size_t>& counts = {});
 
 }  // namespace coll::tools

@@ -1,6 +1,6 @@
 // collective-info: prints what libcollective knows about the machine and the job.
 //
-//   collective-info [--topo FILE.xml] [--gpus-by-local-rank] [--standalone]
+//   collective-info [--topo FILE.xml] [--gpus-by-local-rank] [--standalone] [--counts N,N,...]
 //
 // Alone it describes this machine (or the hwloc XML in --topo / COLL_TOPO_FILE): the
 // topology, the path classes between GPUs and NICs, and the assumed cost of each class.
@@ -32,15 +32,30 @@ struct Args {
   bool standalone = false;
   bool gpusByLocalRank = false;
   bool help = false;
+  std::vector<size_t> counts;  // of the algorithm table; empty: the default set
 };
 
 const char* kUsage =
-    "usage: collective-info [--topo FILE.xml] [--gpus-by-local-rank] [--standalone]\n"
+    "usage: collective-info [--topo FILE.xml] [--gpus-by-local-rank] [--standalone] [--counts N,N,...]\n"
     "  --topo FILE           describe the machine in this hwloc XML file (sets COLL_TOPO_FILE)\n"
     "  --gpus-by-local-rank  give each rank the GPU numbered like its local rank (modulo the\n"
     "                        host's GPUs), as a one-GPU-per-rank launch would\n"
     "  --standalone          do not join a job even when launched by collectiverun or mpirun\n"
+    "  --counts N,N,...      float32 counts of the algorithm table (default 1 to 256 Mi)\n"
     "Environment: COLL_TOPO_FILE, COLL_TOPO_DUMP_FILE, COLL_HOST_ID, COLL_TOPO_LINK_BW/_LAT.\n";
+
+std::vector<size_t> parseCounts(const std::string& list) {
+  std::vector<size_t> out;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || item[0] == '-' || v == 0)
+      COLL_THROW(collInvalidArgument, "--counts: '", item, "' is not a positive element count");
+    out.push_back(static_cast<size_t>(v));
+  }
+  return out;
+}
 
 Args parseArgs(int argc, char** argv) {
   Args a;
@@ -50,6 +65,7 @@ Args parseArgs(int argc, char** argv) {
     else if (s == "--standalone") a.standalone = true;
     else if (s == "--gpus-by-local-rank") a.gpusByLocalRank = true;
     else if (s == "--topo" && i + 1 < argc) setenv("COLL_TOPO_FILE", argv[++i], 1);
+    else if (s == "--counts" && i + 1 < argc) a.counts = parseCounts(argv[++i]);
     else COLL_THROW(collInvalidArgument, "unknown argument '", s, "'\n", kUsage);
   }
   return a;
@@ -96,7 +112,7 @@ void printJob(const Args& a, const coll::Config& cfg, collComm_t handle) {
     printHost(os, topo, table);
     os << coll::describeJob(job);
     coll::tools::printRankLinks(os, job);
-    coll::tools::printAlgorithmChoices(os, handle);
+    coll::tools::printAlgorithmChoices(os, handle, a.counts);
     std::cout << os.str() << std::flush;
   }
 }

@@ -28,6 +28,11 @@ TEST(TopoTool, HelpAndBadArguments) {
   Result bad = shell(std::string(COLL_INFO_EXE) + " --bogus");
   EXPECT_EQ(bad.status, 2);
   EXPECT_TRUE(has(bad, "unknown argument '--bogus'")) << bad.out;
+  for (const char* counts : {"8,x", "8,,16", "0", "-4"}) {
+    Result r = shell(std::string(COLL_INFO_EXE) + " --standalone --counts " + counts);
+    EXPECT_EQ(r.status, 2) << counts;
+    EXPECT_TRUE(has(r, "is not a positive element count")) << r.out;
+  }
 }
 
 #if COLL_HAVE_HWLOC
@@ -75,6 +80,11 @@ TEST(TopoTool, JobOnTwoSimulatedHosts) {
   EXPECT_TRUE(has(r, "ring order: 0 2 1 3")) << r.out;
   EXPECT_TRUE(has(r, "algorithm selection (4 ranks")) << r.out;
   EXPECT_TRUE(has(r, "  allreduce ")) << r.out;
+  // The table has exactly the asked columns; one element goes by recursive doubling.
+  Result c = shell(std::string(COLLECTIVERUN_EXE) + " --timeout 50 --no-tag-output -np 2 " + COLL_INFO_EXE +
+                   " --counts 1,67108864");
+  ASSERT_EQ(c.status, 0) << c.out;
+  EXPECT_TRUE(has(c, "  count                   1   67108864\n  allreduce              rd ")) << c.out;
 #if COLL_HAVE_HWLOC
   EXPECT_TRUE(has(r, "     0 -> 2    nvlink          300.00 GB/s")) << r.out;  // GPU0 - GPU1 on sim0
   EXPECT_TRUE(has(r, "     2 -> 1    network          25.00 GB/s")) << r.out;  // HDR InfiniBand

@@ -1,0 +1,208 @@
+// algo_sweep: float32 sum all-reduce time per size for several algorithms in ONE job.
+//
+//   algo_sweep [--algos auto,ring,tree,hd,rd,hier] [-b 8] [-e 256M] [-r 5] [--target-ms 20]
+//
+// One process is one rank (collCommInitFromEnv). For every algorithm the tool makes its
+// own communicator over the same ranks (collCommSplit with COLL_ALGO=allreduce:NAME set
+// while it is made; "auto" leaves COLL_ALGO empty), then, size by size, times every
+// algorithm in turn, REPEATS rounds with the order rotated each round, and keeps each
+// algorithm's best time. Separate launches per algorithm on this VM differ by up to 50%
+// in small-message latency (where the ranks land on the two cores); measured side by
+// side in one job the algorithms meet the same conditions. Each measurement runs enough
+// calls for about --target-ms; its time is the slowest rank's. Every algorithm's last
+// result at every size is checked against the exact sum; a wrong value fails the run.
+//
+// Rank 0 prints "# bytes ALGO..." and one row of times (us) per size.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "collective.h"
+
+namespace {
+
+struct Args {
+  std::vector<std::string> algos{"auto", "ring", "tree", "hd", "rd", "hier"};
+  size_t minBytes = 8, maxBytes = size_t{256} << 20;
+  int repeats = 5;
+  double targetMs = 20;
+};
+
+const char* kUsage =
+    "usage: algo_sweep [--algos auto,ring,tree,hd,rd,hier] [-b MIN] [-e MAX] [-r REPEATS] [--target-ms MS]\n";
+
+size_t parseBytes(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  std::string suffix = end ? end : "";
+  double mult = suffix.empty() ? 1 : suffix == "K" ? 1024.0 : suffix == "M" ? 1048576.0 : suffix == "G" ? 1073741824.0 : -1;
+  if (end == s.c_str() || mult < 0 || v * mult < 4) throw std::invalid_argument("bad size '" + s + "' (at least 4 bytes; K, M, G suffixes)");
+  return static_cast<size_t>(v * mult);
+}
+
+std::vector<std::string> splitList(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(',', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+Args parseArgs(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string o = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(o + " needs a value");
+      return argv[++i];
+    };
+    if (o == "--algos") a.algos = splitList(val());
+    else if (o == "-b") a.minBytes = parseBytes(val());
+    else if (o == "-e") a.maxBytes = parseBytes(val());
+    else if (o == "-r") a.repeats = std::atoi(val().c_str());
+    else if (o == "--target-ms") a.targetMs = std::atof(val().c_str());
+    else throw std::invalid_argument("unknown argument '" + o + "'");
+  }
+  if (a.algos.empty() || a.repeats < 1 || a.targetMs <= 0 || a.minBytes > a.maxBytes)
+    throw std::invalid_argument("need at least one algorithm, -r >= 1, --target-ms > 0 and -b <= -e");
+  return a;
+}
+
+void check(collResult_t r, const char* what, collComm_t comm) {
+  if (r != collSuccess)
+    throw std::runtime_error(std::string(what) + ": " + collGetErrorString(r) + ": " + collGetLastError(comm));
+}
+
+using Clock = std::chrono::steady_clock;
+
+class Sweep {
+ public:
+  Sweep(const Args& a, collComm_t world) : a_(a), world_(world) {
+    check(collCommUserRank(world, &rank_), "collCommUserRank", world);
+    check(collCommCount(world, &nranks_), "collCommCount", world);
+    const char* before = std::getenv("COLL_ALGO");
+    std::string saved = before ? before : "";
+    for (const auto& name : a.algos) {
+      std::string algo = name == "auto" ? "" : "allreduce:" + name;
+      setenv("COLL_ALGO", algo.c_str(), 1);
+      collComm_t c = nullptr;
+      check(collCommSplit(world, 0, rank_, &c), ("collCommSplit for " + name).c_str(), world);
+      comms_.push_back(c);
+    }
+    if (before) setenv("COLL_ALGO", saved.c_str(), 1);
+    else unsetenv("COLL_ALGO");
+    const size_t n = a.maxBytes / sizeof(float);
+    send_.assign(n, static_cast<float>(rank_ + 1));
+    recv_.assign(n, 0.0f);
+  }
+  ~Sweep() {
+    for (collComm_t c : comms_) collCommDestroy(c);
+  }
+
+  // Returns the number of wrong results.
+  size_t run() {
+    if (rank_ == 0) {
+      std::printf("# %10s", "bytes");
+      for (const auto& n : a_.algos) std::printf(" %10s", n.c_str());
+      std::printf("\n");
+    }
+    size_t wrong = 0;
+    const size_t A = comms_.size();
+    for (size_t bytes = a_.minBytes; bytes <= a_.maxBytes; bytes *= 2) {
+      const size_t count = bytes / sizeof(float);
+      std::vector<int> iters(A);
+      for (size_t j = 0; j < A; ++j) {
+        call(j, count);  // warm-up
+        double one = slowest(timeCalls(j, count, 1));
+        iters[j] = static_cast<int>(std::min(1000.0, std::max(1.0, a_.targetMs * 1e3 / std::max(one, 1e-3))));
+      }
+      std::vector<double> best(A, std::numeric_limits<double>::infinity());
+      for (int rep = 0; rep < a_.repeats; ++rep)
+        for (size_t k = 0; k < A; ++k) {
+          const size_t j = (k + static_cast<size_t>(rep)) % A;
+          call(j, count);  // the previous algorithm's waiters are asleep: wake this one's
+          best[j] = std::min(best[j], slowest(timeCalls(j, count, iters[j])));
+          wrong += wrongValues(count);
+        }
+      if (rank_ == 0) {
+        std::printf("%12zu", bytes);
+        for (double t : best) std::printf(" %10.1f", t);
+        std::printf("\n");
+        std::fflush(stdout);
+      }
+    }
+    return wrong;
+  }
+
+ private:
+  void call(size_t j, size_t count) {
+    check(collAllReduce(send_.data(), recv_.data(), count, collFloat32, collSum, comms_[j], nullptr),
+          ("collAllReduce with " + a_.algos[j]).c_str(), comms_[j]);
+  }
+
+  double timeCalls(size_t j, size_t count, int iters) {
+    check(collBarrier(comms_[j]), "collBarrier", comms_[j]);
+    auto t0 = Clock::now();
+    for (int i = 0; i < iters; ++i) call(j, count);
+    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
+  }
+
+  double slowest(double us) {
+    check(collAllReduce(&us, &us, 1, collFloat64, collMax, world_, nullptr), "collAllReduce(time)", world_);
+    return us;
+  }
+
+  // Every rank sends rank + 1: each element of the sum is n(n+1)/2, exactly.
+  size_t wrongValues(size_t count) {
+    const float want = static_cast<float>(nranks_ * (nranks_ + 1) / 2);
+    uint64_t bad = 0;
+    for (size_t i = 0; i < count; ++i) bad += recv_[i] != want;
+    check(collAllReduce(&bad, &bad, 1, collUint64, collSum, world_, nullptr), "collAllReduce(check)", world_);
+    std::fill(recv_.begin(), recv_.begin() + static_cast<long>(count), 0.0f);
+    return bad;
+  }
+
+  const Args& a_;
+  collComm_t world_;
+  int rank_ = 0, nranks_ = 1;
+  std::vector<collComm_t> comms_;
+  std::vector<float> send_, recv_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  try {
+    a = parseArgs(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "algo_sweep: %s\n%s", e.what(), kUsage);
+    return 2;
+  }
+  collComm_t world = nullptr;
+  if (collCommInitFromEnv(&world) != collSuccess) {
+    std::fprintf(stderr, "algo_sweep: collCommInitFromEnv failed: %s\n", collGetLastError(nullptr));
+    return 1;
+  }
+  try {
+    size_t wrong = Sweep(a, world).run();
+    int rank = 0;
+    collCommUserRank(world, &rank);
+    if (rank == 0) std::printf("# wrong values: %zu %s\n", wrong, wrong ? "FAILED" : "OK");
+    collCommDestroy(world);
+    return wrong ? 1 : 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "algo_sweep: %s\n", e.what());
+    collCommAbort(world);
+    return 1;
+  }
+}

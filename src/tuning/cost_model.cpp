@@ -14,7 +14,7 @@
 namespace coll {
 
 COLL_PARAM(kMsgUs, "COLL_TUNE_MSG_US", "2", "cost model: microseconds of software overhead per message");
-COLL_PARAM(kOversubUs, "COLL_TUNE_OVERSUB_US", "50", "cost model: extra microseconds per message for each rank beyond one per CPU on a host");
+COLL_PARAM(kOversubUs, "COLL_TUNE_OVERSUB_US", "5", "cost model: extra microseconds per message for each rank beyond one per CPU on a host");
 COLL_PARAM(kReduceGBs, "COLL_TUNE_REDUCE_GBS", "4", "cost model: reduction throughput in GB/s");
 COLL_PARAM(kHierSegment, "COLL_HIER_SEGMENT_BYTES", "4M",
            "hierarchical all-reduce: bytes per segment of its overlapped intra/inter-host phases");
@@ -69,6 +69,8 @@ CostParams CostParams::forJob(const Config& cfg, size_t chunkBytes, const JobTop
   CostParams p = fromConfig(cfg, chunkBytes);
   const double over = oversubscription(job);
   p.msgUs += std::max(0.0, cfg.getDouble(kOversubUs)) * (over - 1.0);
+  // Each rank gets 1/over of a core for its reductions.
+  p.reduceGBs /= over;
   p.sharedCpus = over > 1.0;
   return p;
 }

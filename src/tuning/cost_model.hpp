@@ -50,8 +50,9 @@ struct CostParams {
   static CostParams fromConfig(const Config& cfg, size_t chunkBytes);
   // fromConfig, plus the job's oversubscription: where a host runs more ranks than it has
   // CPUs for them, every message also waits for its receiver to be scheduled, so each
-  // costs COLL_TUNE_OVERSUB_US more per extra rank per CPU. Algorithms with fewer rounds
-  // then win over pipelined ones further up the size range, as they do in practice.
+  // costs COLL_TUNE_OVERSUB_US more per extra rank per CPU, and a rank reduces with its
+  // share of a core (reduceGBs / oversubscription), which makes algorithms that reduce
+  // every byte once per round (recursive doubling) lose to halving-doubling earlier.
   static CostParams forJob(const Config& cfg, size_t chunkBytes, const JobTopo& job);
 };
 

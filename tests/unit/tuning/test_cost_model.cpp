@@ -208,7 +208,8 @@ TEST(CostModel, OversubscribedJobsPreferFewerRounds) {
   Config cfg = Config::fromEnv();
   CostParams pc = CostParams::forJob(cfg, 512 << 10, calm), pb = CostParams::forJob(cfg, 512 << 10, busy);
   EXPECT_DOUBLE_EQ(pc.msgUs, CostParams::fromConfig(cfg, 512 << 10).msgUs);
-  EXPECT_GT(pb.msgUs, pc.msgUs + 40);
+  EXPECT_DOUBLE_EQ(pb.msgUs, pc.msgUs + cfg.getDouble("COLL_TUNE_OVERSUB_US"));  // 2 ranks per CPU
+  EXPECT_DOUBLE_EQ(pb.reduceGBs, pc.reduceGBs / 2);
   // Over the same hosts, a message-heavy ring costs relatively more when oversubscribed.
   CostModel mb(busy, pb), mc(busy, CostParams::fromConfig(cfg, 512 << 10));
   const size_t s = 64 << 10;
@@ -216,12 +217,25 @@ TEST(CostModel, OversubscribedJobsPreferFewerRounds) {
             mc.estimate(OpKind::AllReduce, "ring", s) / mc.estimate(OpKind::AllReduce, "rd", s));
 }
 
+// 8 ranks on 2 CPUs of one host (measured side by side with perf/topo/algo_sweep):
+// recursive doubling is best up to a few KiB, halving-doubling 1.4-2.1x faster from
+// 32 KiB to 512 KiB, as every rank reduces with a quarter of a core.
+TEST(CostModel, EightRanksOnTwoCpusSwitchToHalvingDoubling) {
+  JobTopo busy = jobWithCpus({"A", "A", "A", "A", "A", "A", "A", "A"}, 2, false);
+  Config cfg = Config::fromEnv();
+  CostModel m(busy, CostParams::forJob(cfg, 512 << 10, busy));
+  auto est = [&](const char* a, size_t s) { return m.estimate(OpKind::AllReduce, a, s); };
+  for (size_t s : {size_t{8}, size_t{1} << 10, size_t{4} << 10}) EXPECT_LT(est("rd", s), est("hd", s)) << s;
+  for (size_t s : {size_t{32} << 10, size_t{128} << 10, size_t{512} << 10}) EXPECT_LT(est("hd", s), est("rd", s)) << s;
+}
+
 // Two simulated hosts of 2 ranks on one 2-CPU kernel (the netns benchmark set-up): the
 // pipelined algorithms' overlap needs CPUs the ranks do not have, so where the network
-// is fast enough for the CPUs to be the bottleneck, halving-doubling (the measured best
-// there from 64 KiB up) beats the hierarchical algorithm at every size. Time a slow
-// link keeps the bytes in flight is still free for the intra-host phases, so across a
-// slow network large sizes stay hierarchical, as they do with CPUs to spare.
+// is fast enough for the CPUs to be the bottleneck, halving-doubling costs about what the
+// hierarchical algorithm does (measured side by side by perf/topo/algo_sweep, the two
+// trade places within 10% from 1 MiB up), while with CPUs to spare the hierarchical one
+// wins. Time a slow link keeps the bytes in flight is still free for the
+// intra-host phases, so across a slow network large sizes stay hierarchical.
 TEST(CostModel, SharedCpusAddUpWhatPipelinesOverlap) {
   LinkTable fastNet = LinkTable::defaults();
   fastNet.applyOverrides("ethernet=12", true, "COLL_TOPO_LINK_BW");
@@ -241,10 +255,8 @@ TEST(CostModel, SharedCpusAddUpWhatPipelinesOverlap) {
   auto est = [](const CostModel& m, const char* a, size_t s) { return m.estimate(OpKind::AllReduce, a, s); };
   EXPECT_LT(est(ms, "hd", 1 << 20), est(ms, "hier", 1 << 20));
   for (size_t s : {size_t{1} << 20, size_t{16} << 20, size_t{256} << 20}) {
-    EXPECT_LE(est(msFast, "hd", s), est(msFast, "hier", s)) << s;
-    if (s > (1 << 20)) {
-      EXPECT_LT(est(msFast, "hd", s), 0.95 * est(msFast, "hier", s)) << s;
-    }
+    EXPECT_LE(est(msFast, "hd", s), 1.1 * est(msFast, "hier", s)) << s;
+    EXPECT_LE(est(msFast, "hier", s), 1.1 * est(msFast, "hd", s)) << s;
     EXPECT_LT(est(mf, "hier", s), est(mf, "hd", s)) << s;
     // Nothing is cheaper for sharing the CPUs.
     for (const char* a : {"ring", "tree", "hier"})

@@ -87,6 +87,7 @@ class Executor {
   Timeline* timeline_;
   EngineCounters& counters_;
   Rng rng_;
+  std::vector<uint32_t> topkScratch_;  // top-k candidate lists, kept across steps
   size_t chunkElems_;
   size_t fusionChunkBytes_;
   std::unique_ptr<DenseCodec> codec_;  // the last one used (groups repeat every step)

@@ -165,7 +165,7 @@ void Executor::allreduceCompressed(const std::vector<Member>& m) {
       ts.push_back({x.entry ? static_cast<const float*>(x.entry->input) : nullptr,
                     x.entry ? static_cast<float*>(x.entry->output) : nullptr, n, residualOf(x, n)});
     }
-    topkAllreduce(c_, meta.compression.density, pre, post, ts, bufs_, rng_);
+    topkAllreduce(c_, meta.compression.density, pre, post, ts, bufs_, rng_, &topkScratch_);
     counters_.collectives += 1;
     counters_.fusedTensors += m.size();
     trace(m, "compress+collective", t0, Clock::now());

@@ -270,7 +270,8 @@ constexpr size_t kTopkGroupPairs = 32768;   // smallest group: 256 KiB per rank 
 }  // namespace
 
 void topkAllreduce(Collectives& c, double density, float prescale, float outScale,
-                   const std::vector<TopkTensor>& tensors, FusionBuffers& bufs, Rng& rng) {
+                   const std::vector<TopkTensor>& tensors, FusionBuffers& bufs, Rng& rng,
+                   std::vector<uint32_t>* keptScratch) {
   std::vector<CompressedSpan> spans;
   size_t n = 0, biggest = 0;
   for (const auto& t : tensors) {
@@ -279,7 +280,8 @@ void topkAllreduce(Collectives& c, double density, float prescale, float outScal
     biggest = std::max(biggest, t.count);
   }
   TopkExchange ex(density, spans);
-  std::vector<uint32_t> scratch;
+  std::vector<uint32_t> ownScratch;
+  std::vector<uint32_t>& scratch = keptScratch ? *keptScratch : ownScratch;
   float* staged = prescale != 1.0f ? static_cast<float*>(bufs.get(BufferSlot::Scratch, biggest * sizeof(float)))
                                    : nullptr;
   auto selectOne = [&](size_t j) {

@@ -75,9 +75,12 @@ struct TopkTensor {
   float* residual = nullptr;  // error feedback state, or null
 };
 
-// output = outScale * sum over ranks of topk(prescale * input + residual).
+// output = outScale * sum over ranks of topk(prescale * input + residual). scratch (may
+// be null) holds the selection's candidate lists; kept by the caller across calls, it is
+// allocated once instead of every step.
 void topkAllreduce(Collectives& c, double density, float prescale, float outScale,
-                   const std::vector<TopkTensor>& tensors, FusionBuffers& bufs, Rng& rng);
+                   const std::vector<TopkTensor>& tensors, FusionBuffers& bufs, Rng& rng,
+                   std::vector<uint32_t>* scratch = nullptr);
 
 // The sparse exchange behind topkAllreduce, in steps (exposed for tests).
 class TopkExchange {

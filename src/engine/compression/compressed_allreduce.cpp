@@ -86,15 +86,15 @@ class DensePipeline {
   void owe(size_t at, size_t m, bool add) const {
     if (!ef_) return;
     forSpans(spans_, at, at + m, [&](size_t j, size_t from, size_t to) {
-      float* res = spans_[j].residual;
-      if (!res) return;
-      res -= spans_[j].offset;
-      const float* x = x_ - at;
-      const float* rt = rt_ - at;
+      if (!spans_[j].residual) return;
+      float* res = spans_[j].residual + (from - spans_[j].offset);
+      const float* x = x_ + (from - at);
+      const float* rt = rt_ + (from - at);
+      const size_t m = to - from;
       if (add)
-        for (size_t i = from; i < to; ++i) res[i] += x[i] - rt[i];
+        for (size_t i = 0; i < m; ++i) res[i] += x[i] - rt[i];
       else
-        for (size_t i = from; i < to; ++i) res[i] = x[i] - rt[i];
+        for (size_t i = 0; i < m; ++i) res[i] = x[i] - rt[i];
     });
   }
 

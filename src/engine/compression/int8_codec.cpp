@@ -127,12 +127,17 @@ __attribute__((target("avx2"))) void quantizeAvx2(const float* x, size_t m, floa
 }
 #pragma GCC pop_options
 
-const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
+// Asked on first use, not in a static initialiser, which may run before libgcc has
+// read the CPU's features.
+bool haveAvx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
 #endif
 
 uint32_t maxAbsBits(const float* x, size_t m) {
 #if defined(COLL_INT8_AVX2)
-  if (kHaveAvx2) return maxAbsBitsAvx2(x, m);
+  if (haveAvx2()) return maxAbsBitsAvx2(x, m);
 #endif
   return maxAbsBitsScalar(x, m);
 }
@@ -140,7 +145,7 @@ uint32_t maxAbsBits(const float* x, size_t m) {
 void quantize(const float* x, size_t m, float inv, float scale, bool stochastic, uint32_t seed, int8_t* q,
               float* rt) {
 #if defined(COLL_INT8_AVX2)
-  if (kHaveAvx2) return quantizeAvx2(x, m, inv, scale, stochastic, seed, q, rt);
+  if (haveAvx2()) return quantizeAvx2(x, m, inv, scale, stochastic, seed, q, rt);
 #endif
   quantizeScalar(x, 0, m, inv, scale, stochastic, seed, q, rt);
 }

@@ -171,6 +171,8 @@ struct Stats {
   uint64_t collectives = 0;        // data collectives issued
   uint64_t fused_tensors = 0;      // tensors that went through a fusion buffer
   uint64_t stall_warnings = 0;     // stall reports issued by this rank
+  uint64_t direct_bytes = 0;       // uncompressed tensors this large ran unfused in the last
+                                   // round (COLL_FUSION_DIRECT_BYTES; same on every rank)
 };
 
 class ContextImpl;

@@ -222,11 +222,13 @@ void runResnet(collComm_t comm, const Args& a, int rank, int size) {
     printf("resnet50: %zu tensors, %zu bytes, %d ranks, COLL_TRANSPORT=%s\n", grads.size(), bytes, size,
            getenv("COLL_TRANSPORT") ? getenv("COLL_TRANSPORT") : "auto");
   std::vector<double> raw, eng, ratio;
+  uint64_t direct = 0;
   for (int i = 0; i < (a.raw ? a.iters : 1); ++i) {
     double r = a.raw ? rawAllreduce(comm, bytes, i == 0 ? a.warmup : 0, 1) : 0;
     auto ctx = hvd::Context::from_comm(comm);
     // Each fresh engine negotiates and allocates in its first step: at least one warm-up.
     double e = engineStep(*ctx, grads, hvd::Compression::none(), std::max(1, a.warmup), a.raw ? 1 : a.iters);
+    direct = ctx->stats().direct_bytes;
     ctx->shutdown();
     raw.push_back(r);
     eng.push_back(e);
@@ -234,7 +236,8 @@ void runResnet(collComm_t comm, const Args& a, int rank, int size) {
   }
   double base = median(eng);
   if (rank == 0) {
-    printf("engine, %zu tensors uncompressed: %.2f ms (median)\n", grads.size(), base * 1e3);
+    printf("engine, %zu tensors uncompressed: %.2f ms (median); tensors >= %llu bytes ran unfused\n", grads.size(),
+           base * 1e3, static_cast<unsigned long long>(direct));
     if (a.raw) {
       printf("raw collAllReduce of one %zu-byte buffer: %.2f ms (median)\n", bytes, median(raw) * 1e3);
       printf("RESULT resnet_engine_over_raw %.3f (target <= 1.15; median of %d paired runs)\n", median(ratio),

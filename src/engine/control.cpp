@@ -2,7 +2,7 @@
 
 namespace coll::engine {
 namespace {
-constexpr size_t kFlags = 4;
+constexpr size_t kFlags = 5;  // four flags and the direct threshold
 }
 
 std::vector<uint8_t> encodeControl(const LocalControl& c) {
@@ -12,6 +12,7 @@ std::vector<uint8_t> encodeControl(const LocalControl& c) {
   v[1] = c.wantsShutdown ? 1 : 0;
   v[2] = c.abort ? 0 : 1;
   v[3] = c.busy ? 0 : 1;
+  v[4] = c.directLog2;
   for (size_t i = 0; i < n; ++i) {
     v[kFlags + i] = c.slots[i];
     v[kFlags + n + i] = (i < c.held.size() && c.held[i]) ? 0 : 1;
@@ -26,6 +27,7 @@ RoundDecision decodeControl(const std::vector<uint8_t>& reduced) {
   d.shutdown = reduced[1] == 1;
   d.abort = reduced[2] == 0;
   d.anyBusy = reduced[3] == 0;
+  d.directLog2 = reduced[4];
   const size_t n = (reduced.size() - kFlags) / 2;
   for (size_t i = 0; i < n; ++i) {
     uint8_t state = reduced[kFlags + i];

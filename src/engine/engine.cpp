@@ -12,7 +12,7 @@ namespace coll::engine {
 
 COLL_PARAM(kCycleTime, "COLL_CYCLE_TIME", "1", "engine: milliseconds between negotiation rounds");
 COLL_PARAM(kFusionThreshold, "COLL_FUSION_THRESHOLD", "128M", "engine: most bytes fused into one collective");
-COLL_PARAM(kFusionDirect, "COLL_FUSION_DIRECT_BYTES", "1M", "engine: uncompressed tensors this large run unfused, in place (0: fuse all)");
+COLL_PARAM(kFusionDirect, "COLL_FUSION_DIRECT_BYTES", "auto", "engine: uncompressed tensors this large run unfused, in place (0: fuse all; auto: from the measured latency of a collective)");
 COLL_PARAM(kCacheCapacity, "COLL_CACHE_CAPACITY", "1024", "engine: response cache slots (0 disables the cache)");
 COLL_PARAM(kStallCheck, "COLL_STALL_CHECK_SECONDS", "60", "engine: warn about tensors not submitted by every rank after this long (0: off)");
 COLL_PARAM(kStallShutdown, "COLL_STALL_SHUTDOWN_SECONDS", "0", "engine: stop and fail pending work when a tensor stalls this long (0: never)");
@@ -25,7 +25,8 @@ EngineParams EngineParams::fromConfig(const Config& cfg) {
   p.cycleMs = cfg.getDouble(kCycleTime);
   COLL_CHECK_ARG(p.cycleMs >= 0, kCycleTime, "=", p.cycleMs, " must not be negative");
   p.fusion.thresholdBytes = cfg.getSize(kFusionThreshold);
-  p.fusion.directBytes = cfg.getSize(kFusionDirect);
+  p.fusion.directAuto = cfg.getStr(kFusionDirect) == "auto";
+  p.fusion.directBytes = p.fusion.directAuto ? kDirectBytesFallback : cfg.getSize(kFusionDirect);
   p.cacheCapacity = static_cast<size_t>(cfg.getInt(kCacheCapacity));
   p.stall.warnSeconds = cfg.getDouble(kStallCheck);
   p.stall.shutdownSeconds = cfg.getDouble(kStallShutdown);
@@ -48,11 +49,13 @@ Engine::Engine(std::unique_ptr<Collectives> c, const EngineParams& p, Timeline* 
       negotiator_(size_),
       cache_(p.cacheCapacity, rank_),
       stall_(p.stall),
+      roundFusion_(p.fusion),
       executor_(*c_, buffers_, residuals_, timeline, counters_,
                 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(rank_ + 1) + processSetId,
                 std::max<size_t>(1, p.compressionChunkBytes / sizeof(float)),
                 std::max<size_t>(1, p.fusionChunkBytes)) {
   stall_.setProcessSet(processSetId);
+  counters_.directBytes = roundFusion_.directBytes;
   nudgeTarget_->engine = this;
   thread_ = std::thread([this] { loop(); });
 }
@@ -178,6 +181,7 @@ collective::hvd::Stats Engine::stats() const {
   s.collectives = counters_.collectives;
   s.fused_tensors = counters_.fusedTensors;
   s.stall_warnings = counters_.stallWarnings;
+  s.direct_bytes = counters_.directBytes;
   return s;
 }
 

@@ -5,6 +5,7 @@
 // then fused by the policy and executed, in the same order on every rank.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <memory>
@@ -98,6 +99,7 @@ class Engine {
   FusionBuffers buffers_;
   ResidualStore residuals_;
   EngineCounters counters_;
+  FusionParams roundFusion_;  // p_.fusion with this round's automatic direct threshold
   Executor executor_;
 
   // Owned by the engine thread.
@@ -107,6 +109,12 @@ class Engine {
   std::unordered_map<std::string, EntryPtr> negotiating_; // sent, waiting for a decision
   bool joined_ = false;
   std::string abortReason_;
+  // Recent durations of the control all-reduce (microseconds): the latency of one small
+  // collective, for the automatic direct threshold. The least of them discounts rounds
+  // where this rank waited for a late peer.
+  std::array<double, 32> controlUs_{};
+  size_t controlRounds_ = 0;
+  uint8_t proposedDirectLog2() const;
 
   std::atomic<bool> wantShutdown_{false};
   std::atomic<bool> forceStop_{false};

@@ -65,7 +65,14 @@ LocalControl Engine::buildControl(double) {
   for (uint32_t s : invalidate_)
     if (s < lc.slots.size()) lc.slots[s] = kSlotInvalid;
   invalidate_.clear();
+  if (p_.fusion.directAuto) lc.directLog2 = proposedDirectLog2();
   return lc;
+}
+
+uint8_t Engine::proposedDirectLog2() const {
+  size_t n = std::min(controlRounds_, controlUs_.size());
+  if (n == 0) return kDirectUnknown;
+  return directLog2ForLatency(*std::min_element(controlUs_.begin(), controlUs_.begin() + n));
 }
 
 std::vector<std::vector<RequestMeta>> Engine::exchangeRequests() {
@@ -133,8 +140,15 @@ bool Engine::cycle() {
   double t = now();
   intake(t);
   std::vector<uint8_t> ctl = encodeControl(buildControl(t));
+  auto sent = Clock::now();
   c_->allreduce(ctl.data(), ctl.data(), ctl.size(), collUint8, collMin);
+  controlUs_[controlRounds_++ % controlUs_.size()] =
+      std::chrono::duration<double, std::micro>(Clock::now() - sent).count();
   RoundDecision d = decodeControl(ctl);
+  if (p_.fusion.directAuto) {
+    roundFusion_.directBytes = directBytesFromLog2(d.directLog2);
+    counters_.directBytes = roundFusion_.directBytes;
+  }
   if (d.abort) {
     std::string why = abortReason_.empty() ? stall_.followerReason(negotiator_, now()) : abortReason_;
     failAll(collTimeout, strCat("engine of process set ", processSet_, " shut down: ", why));
@@ -188,7 +202,7 @@ void Engine::execute(std::vector<Ready>& ready) {
     inflight.clear();
     fusedInFlight = 0;
   };
-  for (const FusionGroup& g : planFusion(resps, p_.fusion)) {
+  for (const FusionGroup& g : planFusion(resps, roundFusion_)) {
     Ready& first = ready[g.members[0]];
     std::vector<Entry*> local;
     for (size_t i : g.members) local.push_back(ready[i].entry.get());

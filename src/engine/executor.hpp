@@ -19,7 +19,7 @@ namespace coll::engine {
 
 struct EngineCounters {
   std::atomic<uint64_t> cycles{0}, cacheHits{0}, negotiated{0}, collectives{0}, fusedTensors{0},
-      stallWarnings{0};
+      stallWarnings{0}, directBytes{0};
 };
 
 class Executor {

@@ -1,5 +1,7 @@
 #include "engine/fusion_policy.hpp"
 
+#include <cmath>
+
 namespace coll::engine {
 namespace {
 
@@ -14,6 +16,21 @@ bool runsAlone(const Response& r, const FusionParams& p) {
 }
 
 }  // namespace
+
+uint8_t directLog2ForLatency(double alphaUs) {
+  double bytes = alphaUs * kCopyBytesPerUs / 2;
+  if (!(bytes > 1)) return kDirectLog2Min;  // also NaN
+  double k = std::round(std::log2(bytes));
+  if (k < kDirectLog2Min) return kDirectLog2Min;
+  if (k > kDirectLog2Max) return kDirectLog2Max;
+  return static_cast<uint8_t>(k);
+}
+
+size_t directBytesFromLog2(uint8_t log2Bytes) {
+  if (log2Bytes == kDirectUnknown) return kDirectBytesFallback;
+  uint8_t k = log2Bytes < kDirectLog2Min ? kDirectLog2Min : (log2Bytes > kDirectLog2Max ? kDirectLog2Max : log2Bytes);
+  return size_t{1} << k;
+}
 
 bool fusable(const Response& a, const Response& b) {
   const RequestMeta& x = a.meta;

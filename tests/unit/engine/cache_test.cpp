@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/control.hpp"
+#include "engine/fusion_policy.hpp"
 #include "engine/response_cache.hpp"
 #include "engine/wire.hpp"
 
@@ -115,6 +116,24 @@ TEST(Control, MinCombinesAsAndAndOr) {
   EXPECT_TRUE(d.shutdown);
   EXPECT_TRUE(d.abort);
   EXPECT_EQ(d.ready, (std::vector<uint32_t>{0, 3}));  // slot 1: pending everywhere, held nowhere
+}
+
+// The direct threshold: the smallest proposal wins; a rank without one does not count.
+TEST(Control, SmallestDirectThresholdWins) {
+  LocalControl a, b;
+  a.slots = b.slots = {kSlotIdle};
+  a.held = b.held = {false};
+  a.directLog2 = 16;
+  b.directLog2 = 14;
+  auto va = encodeControl(a), vb = encodeControl(b);
+  std::vector<uint8_t> m(va.size());
+  for (size_t i = 0; i < m.size(); ++i) m[i] = std::min(va[i], vb[i]);
+  EXPECT_EQ(decodeControl(m).directLog2, 14);
+  b.directLog2 = kDirectUnknown;
+  vb = encodeControl(b);
+  for (size_t i = 0; i < m.size(); ++i) m[i] = std::min(va[i], vb[i]);
+  EXPECT_EQ(decodeControl(m).directLog2, 16);
+  EXPECT_EQ(decodeControl(encodeControl(b)).directLog2, kDirectUnknown);
 }
 
 TEST(Wire, RoundTripAndBounds) {

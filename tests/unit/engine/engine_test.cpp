@@ -69,6 +69,51 @@ TEST(Engine, DifferentOrdersFuseAndMatchReferenceAndHitCacheOnRepeat) {
   }
 }
 
+// COLL_FUSION_DIRECT_BYTES=auto: over a fast fake network a 1 MiB tensor runs in place;
+// where every collective takes 5 ms, fusing it with a small one saves a round trip, so it
+// goes through the buffer. Every rank applies the same threshold, and results stay exact.
+TEST(Engine, AutomaticDirectThresholdFollowsMeasuredLatency) {
+  const int ranks = 2, steps = 12;
+  const int64_t big = 1 << 18, small = 100;  // 1 MiB and 400 bytes of float32
+  for (int slow = 0; slow < 2; ++slow) {
+    auto world = FakeWorld::create(ranks);
+    if (slow) world->setAllreduceDelay(std::chrono::milliseconds(5));
+    std::vector<collective::hvd::Stats> before(ranks), after(ranks);
+    runRanks(ranks, [&](int r) {
+      EngineParams p = testParams();
+      p.fusion.directAuto = true;
+      p.fusion.directBytes = kDirectBytesFallback;
+      Engine eng(world->member(r), p, nullptr, 0);
+      std::vector<float> inB(big), outB(big), inS(small), outS(small);
+      for (int64_t i = 0; i < big; ++i) inB[i] = valueOf(r, 0, i);
+      for (int64_t i = 0; i < small; ++i) inS[i] = valueOf(r, 1, i);
+      for (int s = 0; s < steps; ++s) {
+        if (s == steps - 1) before[r] = eng.stats();
+        auto hb = submit(eng, arEntry("big", inB.data(), outB.data(), big));
+        auto hs = submit(eng, arEntry("small", inS.data(), outS.data(), small));
+        hb->wait();
+        hs->wait();
+        for (int64_t i = 0; i < big; i += 101)
+          ASSERT_EQ(outB[i], valueOf(0, 0, i) + valueOf(1, 0, i)) << "rank " << r << " step " << s;
+        for (int64_t i = 0; i < small; ++i) ASSERT_EQ(outS[i], valueOf(0, 1, i) + valueOf(1, 1, i));
+      }
+      after[r] = eng.stats();
+      eng.shutdown();
+    });
+    EXPECT_EQ(after[0].direct_bytes, after[1].direct_bytes);
+    for (int r = 0; r < ranks; ++r) {
+      uint64_t fusedLast = after[r].fused_tensors - before[r].fused_tensors;
+      if (slow) {
+        EXPECT_GE(after[r].direct_bytes, uint64_t{16} << 20) << "rank " << r;
+        EXPECT_EQ(fusedLast, 2u) << "rank " << r << ": with 5 ms per collective both tensors share one";
+      } else {
+        EXPECT_LT(after[r].direct_bytes, uint64_t{1} << 20) << "rank " << r;
+        EXPECT_EQ(fusedLast, 0u) << "rank " << r << ": over a fast network the 1 MiB tensor runs in place";
+      }
+    }
+  }
+}
+
 TEST(Engine, MismatchedShapeFailsOnEveryRankNamingTensorAndRanks) {
   const int ranks = 3;
   auto world = FakeWorld::create(ranks);

@@ -30,6 +30,7 @@ class FakeCollectives final : public Collectives {
 
   void allreduce(const void* s, void* r, size_t n, collDataType_t dt, collRedOp_t op) override {
     size_t bytes = n * typeSize(dt);
+    if (auto d = w_->allreduceDelay(); d.count() > 0) std::this_thread::sleep_for(d);
     std::vector<uint8_t> mine(static_cast<const uint8_t*>(s), static_cast<const uint8_t*>(s) + bytes);
     auto all = w_->exchange(rank_, mine.data());
     std::vector<uint8_t> acc(static_cast<const uint8_t*>(all[0]), static_cast<const uint8_t*>(all[0]) + bytes);

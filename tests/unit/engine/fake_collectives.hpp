@@ -3,6 +3,8 @@
 // results are deterministic. Lets the engine be tested without any transport.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -18,6 +20,9 @@ class FakeWorld : public std::enable_shared_from_this<FakeWorld> {
   static std::shared_ptr<FakeWorld> create(int n, double timeoutSeconds = 30);
   std::unique_ptr<Collectives> member(int rank);
   int size() const { return n_; }
+  // Every all-reduce takes at least this long (a slow network), for latency-driven policy.
+  void setAllreduceDelay(std::chrono::microseconds d) { delay_ = d; }
+  std::chrono::microseconds allreduceDelay() const { return delay_; }
 
   // Publishes `mine` for this rank and returns every rank's pointer once all posted.
   // The caller must call done() after it finished reading the others' data.
@@ -37,6 +42,7 @@ class FakeWorld : public std::enable_shared_from_this<FakeWorld> {
   uint64_t generation_ = 0;
   std::vector<const void*> posts_;
   std::vector<std::shared_ptr<FakeWorld>> split_;
+  std::atomic<std::chrono::microseconds> delay_{std::chrono::microseconds(0)};
 };
 
 // Ranks as threads: runs fn(rank) on n threads and rethrows the first failure.

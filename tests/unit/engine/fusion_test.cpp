@@ -1,6 +1,8 @@
 // Fusion policy, buffer storage and copies.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstring>
 
 #include "core/error.hpp"
@@ -115,6 +117,21 @@ TEST(FusionCopy, StageWithResidual) {
   EXPECT_EQ(dst[2], 5.0f);
   floatStageOut(dst, src, 3, 0.5f);
   EXPECT_EQ(dst[1], 1.0f);
+}
+
+// COLL_FUSION_DIRECT_BYTES=auto: alone from alpha * copy bandwidth / 2, as a power of two.
+TEST(FusionPolicy, AutomaticDirectThresholdFollowsLatency) {
+  EXPECT_EQ(directLog2ForLatency(3.0), 14);     // 12 kB: shared memory
+  EXPECT_EQ(directLog2ForLatency(12.0), 16);    // 48 kB: TCP over loopback
+  EXPECT_EQ(directLog2ForLatency(1000.0), 22);  // 4 MB: a 1 ms network
+  EXPECT_EQ(directLog2ForLatency(0.01), kDirectLog2Min);
+  EXPECT_EQ(directLog2ForLatency(-1.0), kDirectLog2Min);
+  EXPECT_EQ(directLog2ForLatency(std::nan("")), kDirectLog2Min);
+  EXPECT_EQ(directLog2ForLatency(1e12), kDirectLog2Max);
+  EXPECT_EQ(directBytesFromLog2(14), size_t{16384});
+  EXPECT_EQ(directBytesFromLog2(kDirectUnknown), kDirectBytesFallback);
+  EXPECT_EQ(directBytesFromLog2(100), size_t{1} << kDirectLog2Max);
+  EXPECT_EQ(directBytesFromLog2(0), size_t{1} << kDirectLog2Min);
 }
 
 }  // namespace

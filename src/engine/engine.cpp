@@ -11,6 +11,7 @@
 namespace coll::engine {
 
 COLL_PARAM(kCycleTime, "COLL_CYCLE_TIME", "1", "engine: milliseconds between negotiation rounds");
+COLL_PARAM(kIdleCycleTime, "COLL_IDLE_CYCLE_TIME", "10", "engine: milliseconds between rounds once no rank has had work for 32 rounds (the first request after a quiet spell may wait this long)");
 COLL_PARAM(kFusionThreshold, "COLL_FUSION_THRESHOLD", "128M", "engine: most bytes fused into one collective");
 COLL_PARAM(kFusionDirect, "COLL_FUSION_DIRECT_BYTES", "auto", "engine: uncompressed tensors this large run unfused, in place (0: fuse all; auto: from the measured latency of a collective)");
 COLL_PARAM(kCacheCapacity, "COLL_CACHE_CAPACITY", "1024", "engine: response cache slots (0 disables the cache)");
@@ -24,6 +25,9 @@ EngineParams EngineParams::fromConfig(const Config& cfg) {
   EngineParams p;
   p.cycleMs = cfg.getDouble(kCycleTime);
   COLL_CHECK_ARG(p.cycleMs >= 0, kCycleTime, "=", p.cycleMs, " must not be negative");
+  p.idleCycleMs = cfg.getDouble(kIdleCycleTime);
+  COLL_CHECK_ARG(p.idleCycleMs >= 0 && p.idleCycleMs <= 1000, kIdleCycleTime, "=", p.idleCycleMs,
+                 " must be between 0 and 1000 (milliseconds)");
   p.fusion.thresholdBytes = cfg.getSize(kFusionThreshold);
   p.fusion.directAuto = cfg.getStr(kFusionDirect) == "auto";
   p.fusion.directBytes = p.fusion.directAuto ? kDirectBytesFallback : cfg.getSize(kFusionDirect);
@@ -125,16 +129,21 @@ void Engine::shutdown() {
 
 void Engine::loop() {
   LogRankScope scope(rank_);
-  auto period = std::chrono::duration<double, std::milli>(p_.cycleMs);
+  auto busyPeriod = std::chrono::duration<double, std::milli>(p_.cycleMs);
+  auto idlePeriod = std::chrono::duration<double, std::milli>(std::max(p_.cycleMs, p_.idleCycleMs));
   auto next = Clock::now();
   try {
     for (;;) {
-      next += std::chrono::duration_cast<Clock::duration>(period);
       if (!cycle()) break;
+      // Every rank counts the same idle rounds (from the reduced decision), so all slow
+      // down and speed up together.
+      next += std::chrono::duration_cast<Clock::duration>(idleRounds_ >= kIdleRounds ? idlePeriod : busyPeriod);
       auto t = Clock::now();
       if (t < next) {
         std::unique_lock<std::mutex> lk(mu_);
         cv_.wait_until(lk, next, [&] { return forceStop_.load() || nudged_; });
+        // Woken early: the rounds go on from now, not from the (maybe idle) tick.
+        if (nudged_) next = Clock::now();
         nudged_ = false;
       } else {
         next = t;  // a long round: do not try to catch up with a burst of rounds

@@ -154,6 +154,7 @@ bool Engine::cycle() {
     failAll(collTimeout, strCat("engine of process set ", processSet_, " shut down: ", why));
     return false;
   }
+  idleRounds_ = d.anyBusy ? 0 : idleRounds_ + 1;
   std::vector<Ready> ready;
   try {
     collectReady(d, t, ready);

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/fusion_policy.hpp"
+
 namespace coll::engine {
 
 // Per-slot states; min over ranks: any Invalid wins, then any Idle, else all Pending.
@@ -19,8 +21,8 @@ struct LocalControl {
   bool abort = false;          // this rank decided the engine must stop (stall limit)
   bool busy = false;           // this rank has anything queued or in flight
   // log2 of the direct threshold this rank proposes (fusion_policy.hpp); the smallest
-  // proposal wins. 255: none.
-  uint8_t directLog2 = 255;
+  // proposal wins.
+  uint8_t directLog2 = kDirectUnknown;
   std::vector<uint8_t> slots;  // SlotState per cache slot
   // Per slot: this rank holds a real request for it (a joined rank reports Pending for
   // every allreduce slot without holding one; a slot runs only if some rank really does).
@@ -32,7 +34,7 @@ struct RoundDecision {
   bool shutdown = false;  // every rank asked to shut down
   bool abort = false;     // some rank aborts
   bool anyBusy = false;
-  uint8_t directLog2 = 255;  // the smallest proposal
+  uint8_t directLog2 = kDirectUnknown;  // the smallest proposal
   std::vector<uint32_t> invalidated;  // ascending
   std::vector<uint32_t> ready;        // ascending: execution order of cache hits
 };

@@ -18,13 +18,16 @@ void Progress::touch(int peer) {
   links_.push_back(&comm_.link(peer));
 }
 
-void Progress::send(int peer, const void* buf, size_t bytes, Xfer* x) {
+void Progress::send(int peer, const void* buf, size_t bytes, Xfer* x, void* mirror) {
   touch(peer);
   *x = Xfer{};
   x->buf = const_cast<void*>(buf);
   x->bytes = bytes;
+  x->mirror = mirror;
   comm_.link(peer).postSend(x);
 }
+
+bool Progress::linkCopiesMirror(int peer) const { return comm_.link(peer).copiesMirror(); }
 
 void Progress::recv(int peer, void* buf, size_t bytes, Xfer* x, bool assist) {
   touch(peer);

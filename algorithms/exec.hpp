@@ -43,7 +43,9 @@ class Progress {
  public:
   Progress(Comm& comm, const char* what);
 
-  void send(int peer, const void* buf, size_t bytes, Xfer* x);
+  // mirror: see Xfer::mirror; only on links that copy it (linkCopiesMirror).
+  void send(int peer, const void* buf, size_t bytes, Xfer* x, void* mirror = nullptr);
+  bool linkCopiesMirror(int peer) const;
   // assist: see Xfer::assist.
   void recv(int peer, void* buf, size_t bytes, Xfer* x, bool assist = false);
   // One progress pass over every link this operation has used; true if anything moved.

@@ -1,6 +1,7 @@
 #include "algorithms/ring_stream.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "core/config.hpp"
@@ -51,6 +52,12 @@ class RingRunner {
       totalRecvs_ += chunks(recvBlock(t));
     }
     firstStepChunks_ = rs.steps > 0 ? chunks(sendBlock(0)) : 0;
+    if (rs.firstMirror) {
+      if (rs.steps > 0 && pg.linkCopiesMirror(next_))
+        mirror_ = rs.firstMirror;
+      else
+        memcpy(rs.firstMirror, rs.firstSrc, rs.blocks.cnt(rs.steps > 0 ? sendBlock(0) : rs.base) * es_);
+    }
     if (rs.reduceSteps > 0)
       slots_ = static_cast<char*>(comm.scratch(depth_ * chunkElems_ * es_, 0));
   }
@@ -117,9 +124,10 @@ class RingRunner {
       if (c.t > 0 && recvsDone_ + firstStepChunks_ <= sendsPosted_) break;
       int b = sendBlock(c.t);
       size_t len = chunkLen(b, c.k);
-      const char* from = c.t == 0 ? rs_.firstSrc + c.k * chunkElems_ * es_
-                                  : rs_.dst(b, es_) + c.k * chunkElems_ * es_;
-      pg_.send(next_, from, len * es_, &sendX_[sendsPosted_ % depth_]);
+      const size_t at = c.k * chunkElems_ * es_;
+      const char* from = c.t == 0 ? rs_.firstSrc + at : rs_.dst(b, es_) + at;
+      pg_.send(next_, from, len * es_, &sendX_[sendsPosted_ % depth_],
+               c.t == 0 && mirror_ ? mirror_ + at : nullptr);
       ++sendsPosted_;
       advance(sendPostCur_, true);
       acted = true;
@@ -168,6 +176,7 @@ class RingRunner {
   size_t chunkElems_ = 1;
   size_t depth_ = 1;
   char* slots_ = nullptr;
+  char* mirror_ = nullptr;  // rs.firstMirror when step 0's link copies it
   std::vector<Xfer> sendX_, recvX_;
   size_t totalSends_ = 0, totalRecvs_ = 0, firstStepChunks_ = 0;
   size_t sendsPosted_ = 0, sendsDone_ = 0, recvsPosted_ = 0, recvsDone_ = 0;
@@ -177,7 +186,10 @@ class RingRunner {
 }  // namespace
 
 void runRingStream(Comm& comm, Progress& pg, const RingStream& rs) {
-  if (rs.steps <= 0) return;
+  if (rs.steps <= 0) {
+    if (rs.firstMirror) memcpy(rs.firstMirror, rs.firstSrc, rs.blocks.cnt(rs.base) * typeSize(rs.dt));
+    return;
+  }
   RingRunner(comm, pg, rs).run();
 }
 

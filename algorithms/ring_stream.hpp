@@ -23,6 +23,11 @@ struct RingStream {
   collDataType_t dt = collFloat32;
   collRedOp_t op = collSum;
   const char* firstSrc = nullptr;  // data of block `base` sent at step 0
+  // Where block `base`'s data must also be copied (an out-of-place all-gather's own
+  // block), or null. Step 0's sends copy it piece by piece where the link supports it
+  // (Xfer::mirror), so firstSrc is read once for both copies; otherwise it is copied
+  // before the ring starts.
+  char* firstMirror = nullptr;
   const char* local = nullptr;     // own contribution, indexed by block offset
   char* dstBase = nullptr;         // where block results live, indexed by block offset
   int redirectBlock = -1;          // ... except this block, which lives at redirectPtr

@@ -35,6 +35,11 @@ struct Xfer {
   // otherwise just wait (broadcast, send/recv); not where both sides are busy and the
   // receiver wants the bytes in its own cache (ring reductions).
   bool assist = false;
+  // Sends on links whose copiesMirror() is true: the transport also copies the message
+  // into mirror (the sender's own copy of the data, as an out-of-place all-gather
+  // keeps), piece by piece while each piece is in cache from the send, and has done so
+  // by the time the send completes. Must not overlap buf.
+  void* mirror = nullptr;
 };
 
 class Link {
@@ -53,6 +58,8 @@ class Link {
   // Returns false when the link cannot be waited on through descriptors.
   virtual bool appendPollFds(std::vector<pollfd>* fds) { (void)fds; return false; }
   virtual const char* transportName() const = 0;
+  // Whether sends honour Xfer::mirror; callers of links that do not copy it themselves.
+  virtual bool copiesMirror() const { return false; }
 };
 
 // What a transport gets to set itself up; owned by the communicator.

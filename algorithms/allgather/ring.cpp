@@ -1,5 +1,6 @@
 // Ring all-gather: at each step a rank forwards the block it received last, chunk by
-// chunk, straight into the output buffer (no staging copies).
+// chunk, straight into the output buffer (no staging copies). Step 0 sends the rank's
+// own block from the send buffer, copying it into the output as it goes.
 #include <cstring>
 
 #include "algorithms/algorithm.hpp"
@@ -20,8 +21,11 @@ class RingAllGather final : public Algorithm {
     const size_t es = typeSize(a.dtype);
     const int n = comm.nranks(), r = comm.rank();
     char* own = static_cast<char*>(a.recvbuf) + static_cast<size_t>(r) * a.count * es;
-    if (a.sendbuf != own) memcpy(own, a.sendbuf, a.count * es);
-    if (n == 1) return;
+    const bool outOfPlace = a.sendbuf != own;
+    if (n == 1) {
+      if (outOfPlace) memcpy(own, a.sendbuf, a.count * es);
+      return;
+    }
     RingStream rs;
     rs.blocks = Blocks::equal(a.count);
     rs.order = comm.ringOrder();  // neighbours by topology; block p is rank order[p]'s
@@ -30,7 +34,10 @@ class RingAllGather final : public Algorithm {
     rs.steps = n - 1;
     rs.reduceSteps = 0;
     rs.dt = a.dtype;
-    rs.firstSrc = own;
+    // Out of place, the own block goes to the successor straight from sendbuf and into
+    // own along the way (RingStream::firstMirror).
+    rs.firstSrc = outOfPlace ? static_cast<const char*>(a.sendbuf) : own;
+    rs.firstMirror = outOfPlace ? own : nullptr;
     rs.dstBase = static_cast<char*>(a.recvbuf);
     Progress pg(comm, "all-gather (ring)");
     runRingStream(comm, pg, rs);

@@ -29,4 +29,9 @@ void halfToFloatN(float* dst, const uint16_t* src, size_t n);
 void floatToBf16N(uint16_t* dst, const float* src, size_t n);
 void bf16ToFloatN(float* dst, const uint16_t* src, size_t n);
 
+// memcpy for large copies whose destination is not read again soon: on x86 the stores
+// bypass the cache (no read-for-ownership of the destination, no eviction of what the
+// caller works on) and are fenced before returning; elsewhere a plain memcpy.
+void copyStreaming(void* dst, const void* src, size_t bytes);
+
 }  // namespace coll

@@ -9,6 +9,11 @@
 //                  buffer; the receiver copies straight out of it (process_vm_readv, or
 //                  memcpy when the peer is a thread of this process) and then bumps
 //                  `acks`, which completes the send
+//   push           the same header for a send with a mirror (Xfer::mirror): the receiver
+//                  offers its buffer as for a cooperative copy but claims no piece; the
+//                  sender writes every piece (process_vm_writev) and copies it into the
+//                  mirror right after, while it is still in cache, so its source is read
+//                  from memory once for both copies
 //
 // Records are matched FIFO to posted receives, so any number of sends and receives may
 // be outstanding per direction. Every record carries a tag and a sequence number, and
@@ -53,6 +58,10 @@ struct Record {
 };
 constexpr uint32_t kTagData = 0xC011DA7Au;
 constexpr uint32_t kTagSingle = 0xC0115C01u;
+constexpr uint32_t kTagPush = 0xC0115C02u;
+// Mirror copies of sends at least this large use streaming stores (core/reduce.hpp):
+// the mirror is the sender's own copy of a large output, not read again soon.
+constexpr size_t kMirrorStreamMin = size_t{256} << 10;
 constexpr size_t kInlineOffset = 16;
 constexpr size_t kInlineMax = kLine - kInlineOffset;
 // Most bytes one progress() call copies per direction, so that one busy link cannot
@@ -79,6 +88,7 @@ class ShmLink final : public Link {
   bool progress() override;
   void waitActivity(int timeoutMs) override;
   const char* transportName() const override { return "shm"; }
+  bool copiesMirror() const override { return true; }
 
   // The mapping, for tests that play a hostile peer.
   const Segment& segment() const { return seg_; }
@@ -94,6 +104,9 @@ class ShmLink final : public Link {
   bool collectAcks();
   bool pushCoop();
   bool emitHeader(Xfer* x);
+  void copyMirror(Xfer* x, size_t off, size_t n);
+  // We may write into the peer's memory (push pieces of a cooperative or push copy).
+  bool canWritePeer() const { return p_.singleCopyRecv || p_.sameProcess; }
   size_t streamOut(Xfer* x, size_t budget);
   size_t freeSpace(size_t want);
   void publishHead();
@@ -151,6 +164,7 @@ class ShmLink final : public Link {
   size_t roff_ = 0;
   uint64_t raddr_ = 0;
   bool coop_ = false;       // the current single-copy record was offered to the sender
+  bool pushOnly_ = false;   // ... and it is a push record: the sender copies every piece
   uint64_t coopKey_ = 0;    // its claim word's sequence bits
   size_t coopPieces_ = 0;
 

@@ -26,9 +26,11 @@ bool ShmLink::pumpRecvs() {
       n = streamIn(x, budget);
     } else {
       // One single-copy step per call: a copy of copyChunk bytes is the unit of latency
-      // that other links of the caller wait behind.
+      // that other links of the caller wait behind. A finished record lets the loop go
+      // on to the next one's header, so that a push record is offered to the sender at
+      // once instead of one progress call (one piece of our own pushes) later.
       n = readSingle(x);
-      budget = 0;
+      if (rmode_ != RecvMode::Idle) budget = 0;
     }
     if (n == 0) break;
     budget -= std::min(budget, n);
@@ -46,13 +48,15 @@ bool ShmLink::startRecord(Xfer* x) {
   std::memcpy(&r, line, sizeof r);  // one snapshot, checked before any use
   checkRecord(r, x);
   ++recvSeq_;
-  if (r.tag == kTagSingle) {
+  if (r.tag == kTagSingle || r.tag == kTagPush) {
     raddr_ = r.addr;
     roff_ = 0;
     rmode_ = RecvMode::Single;
     tail_ += kLine;
     coop_ = false;
-    if (x->assist && p_.coopMin > 0 && r.bytes >= p_.coopMin && (p_.singleCopySend || p_.sameProcess)) offerCoop(x, r.seq);
+    pushOnly_ = r.tag == kTagPush;
+    if (pushOnly_ || (x->assist && p_.coopMin > 0 && r.bytes >= p_.coopMin && (p_.singleCopySend || p_.sameProcess)))
+      offerCoop(x, r.seq);
   } else if (r.bytes <= kInlineMax) {
     if (r.bytes) std::memcpy(x->buf, line + kInlineOffset, r.bytes);
     tail_ += kLine;
@@ -69,17 +73,19 @@ bool ShmLink::startRecord(Xfer* x) {
 
 void ShmLink::checkRecord(const Record& r, const Xfer* x) {
   uint32_t seq = static_cast<uint32_t>(recvSeq_);
-  if ((r.tag != kTagData && r.tag != kTagSingle) || r.seq != seq)
+  if ((r.tag != kTagData && r.tag != kTagSingle && r.tag != kTagPush) || r.seq != seq)
     fail(collRemoteError, strCat("corrupt record in the shm ring at offset ", tail_, " (tag 0x",
                                  std::hex, r.tag, std::dec, ", seq ", r.seq, "; expected seq ",
                                  seq, ")"));
-  if (r.tag == kTagSingle && !p_.singleCopyRecv)
+  if ((r.tag == kTagSingle || r.tag == kTagPush) && !p_.singleCopyRecv)
     fail(collRemoteError, "peer sent a single-copy record but single-copy was not negotiated");
+  if (r.tag == kTagPush && !(p_.singleCopySend || p_.sameProcess))
+    fail(collRemoteError, "peer sent a push record but may not write into this process");
   if (r.bytes != x->bytes)
     fail(collRemoteError, strCat("message size mismatch: rank ", p_.peer, " sent ", r.bytes,
                                  " bytes but rank ", p_.rank, " posted a receive of ", x->bytes,
                                  " bytes (message #", recvSeq_, " in this direction)"));
-  if (r.tag == kTagSingle && r.bytes && (r.addr == 0 || r.addr + r.bytes < r.addr))
+  if (r.tag != kTagData && r.bytes && (r.addr == 0 || r.addr + r.bytes < r.addr))
     fail(collRemoteError, strCat("peer published a bad buffer (address 0x", std::hex, r.addr,
                                  std::dec, ", ", r.bytes, " bytes)"));
 }
@@ -161,7 +167,7 @@ size_t ShmLink::readCoop(Xfer* x) {
     fail(collRemoteError, strCat("peer overwrote the cooperative copy's claim word (0x", std::hex, w,
                                  ", expected 0x", coopKey_, std::dec, ")"));
   const uint64_t idx = w & kCoopIndexMask;
-  if (idx < coopPieces_) {
+  if (idx < coopPieces_ && !pushOnly_) {
     if (!claim.compare_exchange_strong(w, w + 1, std::memory_order_acq_rel)) return 1;  // lost a race: retry
     const size_t off = static_cast<size_t>(idx) * p_.coopPiece;
     const size_t n = std::min(p_.coopPiece, x->bytes - off);
@@ -184,6 +190,7 @@ void ShmLink::finishSingle(Xfer* x, size_t bytes) {
   recvQ_.pop();
   rmode_ = RecvMode::Idle;
   coop_ = false;
+  pushOnly_ = false;
   ++acks_;
   // Release: our reads of the sender's buffer are complete before it sees the ack and
   // completes (and possibly reuses) the send. Pairs with the acquire in collectAcks.

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/reduce.hpp"
 #include "transport/shm/shm_link.hpp"
 
 namespace coll::shm {
@@ -48,9 +49,11 @@ bool ShmLink::collectAcks() {
 
 // The receiver offered the oldest unacknowledged single-copy send for a cooperative copy:
 // claim one piece and push it into the receiver's buffer. The receiver acknowledges the
-// send only once every piece, ours included, is done.
+// send only once every piece, ours included, is done. A push record's pieces are all
+// ours, one per call (so that our receives, and the offers that feed the peer's pushes,
+// are never more than a piece behind), each copied into the mirror right after.
 bool ShmLink::pushCoop() {
-  if (ackQ_.empty() || !(p_.singleCopyRecv || p_.sameProcess)) return false;
+  if (ackQ_.empty() || !canWritePeer()) return false;
   auto claim = shared(out_->coopClaim);
   // Acquire: pairs with the receiver's release when it opened the offer, so the
   // descriptor written before it is visible.
@@ -81,7 +84,16 @@ bool ShmLink::pushCoop() {
   // Release: the piece is in the receiver's buffer before it counts it as done.
   shared(out_->coopDone).fetch_add(n, std::memory_order_acq_rel);
   wakePeer();
+  if (x->mirror) copyMirror(x, off, n);  // emitHeader made it a push record
   return true;
+}
+
+void ShmLink::copyMirror(Xfer* x, size_t off, size_t n) {
+  if (n == 0) return;
+  uint8_t* d = static_cast<uint8_t*>(x->mirror) + off;
+  const uint8_t* s = static_cast<const uint8_t*>(x->buf) + off;
+  if (x->bytes >= kMirrorStreamMin) copyStreaming(d, s, n);
+  else std::memcpy(d, s, n);
 }
 
 // Writes the header line of the front send (and, when it fits, the whole message).
@@ -89,9 +101,10 @@ bool ShmLink::pushCoop() {
 bool ShmLink::emitHeader(Xfer* x) {
   if (freeSpace(kLine) < kLine) return false;
   bool single = p_.singleCopySend && x->bytes > 0 && x->bytes >= p_.singleCopyMin;
+  bool push = single && x->mirror && canWritePeer();
   uint8_t* line = outRing_ + (head_ & mask_);
-  Record r{single ? kTagSingle : kTagData, static_cast<uint32_t>(sendSeq_++), x->bytes,
-           single ? reinterpret_cast<uint64_t>(x->buf) : 0};
+  Record r{push ? kTagPush : single ? kTagSingle : kTagData, static_cast<uint32_t>(sendSeq_++),
+           x->bytes, single ? reinterpret_cast<uint64_t>(x->buf) : 0};
   if (!single && x->bytes <= kInlineMax) {
     std::memcpy(line, &r, kInlineOffset);
     if (x->bytes) std::memcpy(line + kInlineOffset, x->buf, x->bytes);
@@ -99,6 +112,10 @@ bool ShmLink::emitHeader(Xfer* x) {
     std::memcpy(line, &r, sizeof r);
   }
   head_ += kLine;
+  // A push record's pieces are mirrored as they are pushed (pushCoop, which runs only
+  // when we can write the peer, as push records are made); a streamed message's as they
+  // enter the ring (streamOut); the rest here.
+  if (x->mirror && !push && (single || x->bytes <= kInlineMax)) copyMirror(x, 0, x->bytes);
   if (single) {
     sendQ_.pop();
     ackQ_.push(x);
@@ -131,6 +148,10 @@ size_t ShmLink::streamOut(Xfer* x, size_t budget) {
   std::memcpy(outRing_ + idx, src, first);
   if (n > first) std::memcpy(outRing_, src + first, n - first);
   head_ += roundUpLine(n);
+  // Publish each piece so the receiver copies it out while we write the next one (and
+  // the mirror copy of this one, whose source is still in cache).
+  publishHead();
+  if (x->mirror) copyMirror(x, sendOff_, n);
   sendOff_ += n;
   x->done = sendOff_;
   if (sendOff_ == x->bytes) {
@@ -138,8 +159,6 @@ size_t ShmLink::streamOut(Xfer* x, size_t budget) {
     sendHdrDone_ = false;
     x->complete = true;
   }
-  // Publish each piece so the receiver copies it out while we write the next one.
-  publishHead();
   return n;
 }
 

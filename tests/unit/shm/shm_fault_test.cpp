@@ -230,6 +230,36 @@ TEST(ShmCoop, SenderPushesTheRemainingPieces) {
   EXPECT_EQ(in, out);
 }
 
+// A send with a mirror goes as a push record: the receiver offers its buffer but claims
+// no piece, the sender writes every piece and copies each into the mirror, and the send
+// completes only on the receiver's ack.
+TEST(ShmPush, SenderCopiesEveryPieceAndTheMirror) {
+  Config cfg = Config::fromEnv();
+  cfg.set("COLL_SHM_COOP_PIECE", "64K");
+  Pair p(cfg);
+  ASSERT_TRUE(p.a->copiesMirror());
+  const shm::Segment& seg = p.shmA()->segment();
+  int ch = p.shmA()->side();
+  const size_t n = (3 << 20) + 5;
+  const uint64_t pieces = (n + (64 << 10) - 1) / (64 << 10);
+  std::vector<uint8_t> out(n), in(n, 0), mirror(n, 0);
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(i * 131 + 7);
+  Xfer s{out.data(), n}, r{in.data(), n};
+  s.mirror = mirror.data();
+  p.a->postSend(&s);
+  p.b->postRecv(&r);
+  for (int i = 0; i < 5; ++i) p.b->progress();  // record, offer; then only waiting
+  auto claim = std::atomic_ref<uint64_t>(seg.chan(ch)->coopClaim);
+  ASSERT_TRUE(claim.load() & shm::kCoopOpen) << "the receiver did not offer its buffer";
+  EXPECT_EQ(claim.load() & shm::kCoopIndexMask, 0u) << "the receiver of a push claims nothing";
+  for (uint64_t i = 0; i < pieces + 5; ++i) p.a->progress();
+  EXPECT_EQ(claim.load() & shm::kCoopIndexMask, pieces) << "the sender did not push every piece";
+  EXPECT_EQ(mirror, out) << "every pushed piece is in the mirror";
+  EXPECT_FALSE(s.complete) << "a send completes only on the receiver's ack";
+  drive({p.a, p.b}, {&s, &r});
+  EXPECT_EQ(in, out);
+}
+
 // A 4 MiB message that rank 1 has just offered to rank 0 for a cooperative copy.
 struct OfferedCoop {
   Pair p{Config::fromEnv()};
@@ -257,19 +287,23 @@ TEST(ShmCoop, CorruptOfferIsAnErrorOnTheSender) {
   expectRemoteError(driveUntilError(c.p.a, {&c.s}), "corrupt cooperative copy");
 }
 
+// A peer may neither ask us to read it nor announce pushes into us unless single-copy
+// was negotiated.
 TEST(ShmFault, SingleCopyRecordWhenNotNegotiated) {
-  Config cfg = Config::fromEnv();
-  cfg.set("COLL_SHM_CMA", "0");
-  Pair p(cfg);
-  const shm::Segment& seg = p.shmA()->segment();
-  int ch = p.shmA()->side();
-  shm::Record rec{shm::kTagSingle, 0, 4096, 0x1000};
-  std::memcpy(seg.ring(ch), &rec, sizeof rec);
-  std::atomic_ref<uint64_t>(seg.chan(ch)->head).store(64, std::memory_order_release);
-  std::vector<uint8_t> in(4096);
-  Xfer r{in.data(), in.size()};
-  p.b->postRecv(&r);
-  expectRemoteError(driveUntilError(p.b, {&r}), "single-copy was not negotiated");
+  for (uint32_t tag : {shm::kTagSingle, shm::kTagPush}) {
+    Config cfg = Config::fromEnv();
+    cfg.set("COLL_SHM_CMA", "0");
+    Pair p(cfg);
+    const shm::Segment& seg = p.shmA()->segment();
+    int ch = p.shmA()->side();
+    shm::Record rec{tag, 0, 4096, 0x1000};
+    std::memcpy(seg.ring(ch), &rec, sizeof rec);
+    std::atomic_ref<uint64_t>(seg.chan(ch)->head).store(64, std::memory_order_release);
+    std::vector<uint8_t> in(4096);
+    Xfer r{in.data(), in.size()};
+    p.b->postRecv(&r);
+    expectRemoteError(driveUntilError(p.b, {&r}), "single-copy was not negotiated");
+  }
 }
 
 TEST(ShmFault, OverwrittenHeaderIsNoticedWhileWaiting) {

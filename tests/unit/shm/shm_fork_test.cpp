@@ -57,9 +57,11 @@ std::unique_ptr<Link> connectPair(int fd, int rank, pid_t parent, pid_t child,
 }
 
 // Both directions at once, every size posted as one window; returns wrong messages.
+// Two sends in three also copy their data into a mirror (push records where the sender
+// may write the receiver), so pushed, pulled and cooperative records share the window.
 int exchange(Link* link, int me, const std::vector<size_t>& sizes) {
   int peer = 1 - me;
-  std::vector<std::vector<uint8_t>> out(sizes.size()), in(sizes.size());
+  std::vector<std::vector<uint8_t>> out(sizes.size()), in(sizes.size()), mirror(sizes.size());
   std::vector<Xfer> sx(sizes.size()), rx(sizes.size());
   std::vector<Xfer*> all;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -67,6 +69,10 @@ int exchange(Link* link, int me, const std::vector<size_t>& sizes) {
     fillPattern(out[i], me, peer, static_cast<int>(i));
     in[i].assign(sizes[i], 0);
     sx[i] = Xfer{out[i].data(), sizes[i]};
+    if (i % 3 != 0) {
+      mirror[i].assign(sizes[i], 0);
+      sx[i].mirror = mirror[i].data();
+    }
     rx[i] = Xfer{in[i].data(), sizes[i]};
     rx[i].assist = i % 2 == 0;  // large ones then go cooperative: the sender pushes pieces too
     link->postRecv(&rx[i]);
@@ -76,7 +82,10 @@ int exchange(Link* link, int me, const std::vector<size_t>& sizes) {
   }
   drive({link}, all);
   int bad = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) bad += firstMismatch(in[i], peer, me, static_cast<int>(i)) >= 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    bad += firstMismatch(in[i], peer, me, static_cast<int>(i)) >= 0;
+    if (i % 3 != 0) bad += firstMismatch(mirror[i], me, peer, static_cast<int>(i)) >= 0;
+  }
   return bad;
 }
 

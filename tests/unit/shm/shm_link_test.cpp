@@ -44,10 +44,11 @@ std::vector<size_t> sizesFor(const Config& cfg, int nranks) {
 }
 
 // Every rank sends every size to every peer, all posted at once, and checks what it got.
-void exchangeAll(LinkTable& links, int n, const std::vector<size_t>& sizes) {
+// With mirrors, every send also asks for a copy of its data (Xfer::mirror).
+void exchangeAll(LinkTable& links, int n, const std::vector<size_t>& sizes, bool mirrors = false) {
   runRanks(n, [&](int r) {
     size_t per = sizes.size();
-    std::vector<std::vector<uint8_t>> sbuf, rbuf;
+    std::vector<std::vector<uint8_t>> sbuf, rbuf, mbuf;
     std::vector<Xfer> xs((n - 1) * per * 2);
     std::vector<Xfer*> all;
     std::vector<Link*> mine;
@@ -66,6 +67,10 @@ void exchangeAll(LinkTable& links, int n, const std::vector<size_t>& sizes) {
         Xfer* s = &xs[k++];
         s->buf = sbuf[p * per + i].data();
         s->bytes = sizes[i];
+        if (mirrors) {
+          EXPECT_TRUE(link->copiesMirror());
+          s->mirror = mbuf.emplace_back(sizes[i], 0xEE).data();
+        }
         link->postSend(s);
         Xfer* rv = &xs[k++];
         rv->buf = rbuf[p * per + i].data();
@@ -82,6 +87,9 @@ void exchangeAll(LinkTable& links, int n, const std::vector<size_t>& sizes) {
       for (size_t i = 0; i < per; ++i) {
         EXPECT_EQ(firstMismatch(rbuf[p * per + i], peer, r, static_cast<int>(i)), -1)
             << "rank " << r << " from " << peer << " size " << sizes[i];
+        if (mirrors)
+          EXPECT_EQ(firstMismatch(mbuf[p * per + i], r, peer, static_cast<int>(i)), -1)
+              << "mirror of rank " << r << "'s send to " << peer << ", size " << sizes[i];
       }
       ++p;
     }
@@ -106,6 +114,9 @@ TEST_P(ShmExchange, AllSizesBothDirectionsWithWindows) {
   exchangeAll(links, n, sizesFor(cfg, n));
   // A second round on the same links: counters and sequence numbers carry on.
   exchangeAll(links, n, {5, 100, 70000});
+  // Sends that also copy their data into a mirror: push records on the single-copy
+  // path, mirrored as staged pieces or inline otherwise.
+  exchangeAll(links, n, sizesFor(cfg, n), true);
   links.clear();
   EXPECT_TRUE(shmLeftovers(tag).empty());
 }

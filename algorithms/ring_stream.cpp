@@ -52,11 +52,9 @@ class RingRunner {
       totalRecvs_ += chunks(recvBlock(t));
     }
     firstStepChunks_ = rs.steps > 0 ? chunks(sendBlock(0)) : 0;
-    if (rs.firstMirror) {
-      if (rs.steps > 0 && pg.linkCopiesMirror(next_))
-        mirror_ = rs.firstMirror;
-      else
-        memcpy(rs.firstMirror, rs.firstSrc, rs.blocks.cnt(rs.steps > 0 ? sendBlock(0) : rs.base) * es_);
+    if (rs.firstMirror) {  // steps > 0 here (runRingStream)
+      if (pg.linkCopiesMirror(next_)) mirror_ = rs.firstMirror;
+      else memcpy(rs.firstMirror, rs.firstSrc, rs.blocks.cnt(sendBlock(0)) * es_);
     }
     if (rs.reduceSteps > 0)
       slots_ = static_cast<char*>(comm.scratch(depth_ * chunkElems_ * es_, 0));

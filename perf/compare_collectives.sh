@@ -5,13 +5,14 @@
 # busbw conventions. Prints busbw of both and the ratio, with a verdict against
 # --target (default 1.5x) at every size measured. MPI_Bcast has one buffer, so broadcast
 # is compared with our in-place column (root's buffer is the data, as in MPI); the
-# others with our out-of-place column, as MPI's calls are out of place.
+# others with our out-of-place column, as MPI's calls are out of place. For the 2-rank
+# all-gather it also prints the ratio the memory allows at all (allgather_floor).
 #
 # usage: perf/compare_collectives.sh BUILD_DIR [--np N] [--tcp] [--target X]
 #                                    [--colls "all_gather reduce_scatter broadcast"]
 #                                    [sweep flags, default -b 64M -e 64M]
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 build=$(cd "$1" && pwd); shift
 np=2; tcp=0; target=1.5; colls="all_gather reduce_scatter broadcast"; sweep=()
 while [ $# -gt 0 ]; do
@@ -72,6 +73,15 @@ for coll in $colls; do
     }
     END { exit bad }' "$out/ours.tsv" "$out/ompi.tsv"; then
     missed=$((missed + 1))
+  fi
+  # Two ranks on shared memory: how far apart the two ways of moving an all-gather's bytes
+  # can be on this machine's memory at all (perf/peers/allgather_floor.cpp), at the
+  # largest size measured.
+  if [ "$coll" = all_gather ] && [ "$np" = 2 ] && [ $tcp = 0 ] && [ -x "$build/perf/allgather_floor" ]; then
+    largest=$(awk 'END { print $1 }' "$out/ours.tsv")
+    if [ -n "$largest" ] && [ $((largest / 2 % 64)) = 0 ] && [ "$largest" -ge 128 ]; then
+      "$build/perf/allgather_floor" $((largest / 2)) | sed -n 's/^floor ratio/# memory floor at '"$largest"' B: best possible ratio/p'
+    fi
   fi
 done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

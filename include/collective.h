@@ -79,6 +79,17 @@ const char* collGetErrorString(collResult_t result);
  * (or when the comm handle itself was invalid). Never returns NULL. */
 const char* collGetLastError(collComm_t comm);
 
+/* ---- memory that same-host peers reach directly ----
+ * collMemAlloc returns `size` bytes (> 0) of zero-filled, page-aligned host memory backed
+ * by an anonymous shared-memory file. Buffers inside it (all of a buffer, at any offset)
+ * are copied by ranks of the same host through a mapping of their own, with plain loads
+ * and streaming stores, instead of through the kernel (process_vm_readv/writev): large
+ * collectives on such buffers move fewer bytes through memory. Any other host buffer
+ * works as before. Free with collMemFree (NULL is a no-op); a pointer collMemAlloc did
+ * not return is collInvalidArgument. Thread-safe; needs no communicator. */
+collResult_t collMemAlloc(void** ptr, size_t size);
+collResult_t collMemFree(void* ptr);
+
 /* ---- communicators ---- */
 /* Makes a new job id: the root address of a rendezvous served by this process and a
  * random job secret. Pass it to every rank by any means (MPI_Bcast, a file, a socket). */

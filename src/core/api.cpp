@@ -6,6 +6,7 @@
 #include "core/export.hpp"
 #include "core/handles.hpp"
 #include "core/log.hpp"
+#include "core/shared_mem.hpp"
 #include "core/socket.hpp"
 #include "core/types.hpp"
 #include "core/device_ops.hpp"
@@ -128,6 +129,20 @@ COLL_EXPORT collResult_t collGetVersion(int* version) {
   }
   *version = COLL_VERSION_CODE;
   return collSuccess;
+}
+
+COLL_EXPORT collResult_t collMemAlloc(void** ptr, size_t size) {
+  return guarded(nullptr, "collMemAlloc", [&] {
+    COLL_CHECK_ARG(ptr, "ptr is NULL");
+    *ptr = nullptr;
+    *ptr = SharedAllocations::instance().allocate(size);
+  });
+}
+
+COLL_EXPORT collResult_t collMemFree(void* ptr) {
+  return guarded(nullptr, "collMemFree", [&] {
+    if (ptr) SharedAllocations::instance().release(ptr);
+  });
 }
 
 COLL_EXPORT const char* collGetErrorString(collResult_t r) {

@@ -16,6 +16,7 @@ ShmLink::ShmLink(Segment seg, int side, const LinkParams& p)
       inRing_(seg_.ring(1 - side)),
       cap_(seg_.ringBytes()),
       mask_(seg_.ringBytes() - 1),
+      regions_(p.peerPid),
       lastSlowCheck_(std::chrono::steady_clock::now()) {
   // Stream sizes must stay multiples of a line so that a header line never wraps.
   p_.stageChunk = roundUpLine(p_.stageChunk ? p_.stageChunk : kLine);

@@ -28,6 +28,7 @@
 #include <string>
 
 #include "collective.h"
+#include "transport/shm/peer_regions.hpp"
 #include "transport/shm/shm_segment.hpp"
 #include "transport/shm/xfer_queue.hpp"
 #include "transport/transport.hpp"
@@ -55,7 +56,9 @@ struct Record {
   uint32_t seq;    // low 32 bits of the record's index in its direction
   uint64_t bytes;  // message size
   uint64_t addr;   // single-copy: the sender's buffer
+  RegionRef region;  // single-copy: the collMemAlloc region holding it, if any
 };
+static_assert(sizeof(Record) <= kLine);
 constexpr uint32_t kTagData = 0xC011DA7Au;
 constexpr uint32_t kTagSingle = 0xC0115C01u;
 constexpr uint32_t kTagPush = 0xC0115C02u;
@@ -73,6 +76,23 @@ inline uint64_t roundUpLine(uint64_t n) { return (n + kLine - 1) & ~uint64_t{kLi
 // goes through an atomic_ref with an explicit order.
 template <typename T>
 std::atomic_ref<T> shared(T& v) { return std::atomic_ref<T>(v); }
+
+// A region descriptor in the segment, field by field (the peer may read it while we
+// write it; the claim word's re-check tells whether what was read is consistent).
+inline void storeRegion(RegionRef& dst, const RegionRef& v) {
+  shared(dst.base).store(v.base, std::memory_order_relaxed);
+  shared(dst.bytes).store(v.bytes, std::memory_order_relaxed);
+  shared(dst.ino).store(v.ino, std::memory_order_relaxed);
+  shared(dst.fd).store(v.fd, std::memory_order_relaxed);
+  shared(dst.gen).store(v.gen, std::memory_order_relaxed);
+}
+inline RegionRef loadRegion(RegionRef& src) {
+  return RegionRef{shared(src.base).load(std::memory_order_relaxed),
+                   shared(src.bytes).load(std::memory_order_relaxed),
+                   shared(src.ino).load(std::memory_order_relaxed),
+                   shared(src.fd).load(std::memory_order_relaxed),
+                   shared(src.gen).load(std::memory_order_relaxed)};
+}
 
 class ShmLink final : public Link {
  public:
@@ -95,6 +115,8 @@ class ShmLink final : public Link {
   int side() const { return side_; }
   bool singleCopySend() const { return p_.singleCopySend; }
   bool singleCopyRecv() const { return p_.singleCopyRecv; }
+  // Bytes copied through mappings of the peer's collMemAlloc memory (peer_regions.hpp).
+  uint64_t mappedBytes() const { return mappedBytes_; }
 
  private:
   enum class RecvMode { Idle, Stream, Single };
@@ -121,7 +143,8 @@ class ShmLink final : public Link {
   size_t readCoop(Xfer* x);
   void finishSingle(Xfer* x, size_t bytes);
   // Copies one piece between our buffer and the peer's (write: we push into the peer).
-  void copyRemote(void* local, uint64_t remote, size_t n, bool write);
+  // `region`: the peer's collMemAlloc region holding `remote`, if any (then a mapping).
+  void copyRemote(void* local, uint64_t remote, size_t n, bool write, const RegionRef& region);
   size_t available(size_t want);
   void publishTail();
 
@@ -163,10 +186,14 @@ class ShmLink final : public Link {
   uint64_t recvSeq_ = 0;
   size_t roff_ = 0;
   uint64_t raddr_ = 0;
+  RegionRef rregion_;       // the current single-copy record's region
   bool coop_ = false;       // the current single-copy record was offered to the sender
   bool pushOnly_ = false;   // ... and it is a push record: the sender copies every piece
   uint64_t coopKey_ = 0;    // its claim word's sequence bits
   size_t coopPieces_ = 0;
+
+  PeerRegions regions_;
+  uint64_t mappedBytes_ = 0;
 
   // Idle bookkeeping.
   int idleCalls_ = 0;

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/reduce.hpp"
 #include "transport/shm/shm_link.hpp"
 
 namespace coll::shm {
@@ -50,6 +51,7 @@ bool ShmLink::startRecord(Xfer* x) {
   ++recvSeq_;
   if (r.tag == kTagSingle || r.tag == kTagPush) {
     raddr_ = r.addr;
+    rregion_ = r.region;
     roff_ = 0;
     rmode_ = RecvMode::Single;
     tail_ += kLine;
@@ -88,6 +90,10 @@ void ShmLink::checkRecord(const Record& r, const Xfer* x) {
   if (r.tag != kTagData && r.bytes && (r.addr == 0 || r.addr + r.bytes < r.addr))
     fail(collRemoteError, strCat("peer published a bad buffer (address 0x", std::hex, r.addr,
                                  std::dec, ", ", r.bytes, " bytes)"));
+  if (r.tag != kTagData && r.region.valid() && !r.region.contains(r.addr, r.bytes))
+    fail(collRemoteError, strCat("peer published a buffer (0x", std::hex, r.addr, std::dec, ", ", r.bytes,
+                                 " bytes) outside the shared region it named (0x", std::hex, r.region.base,
+                                 std::dec, ", ", r.region.bytes, " bytes)"));
 }
 
 // Copies the next piece of a streamed payload out of the ring.
@@ -117,7 +123,16 @@ size_t ShmLink::streamIn(Xfer* x, size_t budget) {
 
 // Copies n bytes between our memory and the peer's: a read into `local`, or (write) a
 // push of `local` into the peer. Short copies are failures: the peer's buffer is fixed.
-void ShmLink::copyRemote(void* local, uint64_t remote, size_t n, bool write) {
+void ShmLink::copyRemote(void* local, uint64_t remote, size_t n, bool write, const RegionRef& region) {
+  if (uint8_t* mapped = p_.sameProcess ? nullptr : regions_.translate(region, remote)) {
+    // The peer's collMemAlloc memory, mapped here too. A push fills the peer's output,
+    // which it does not read while the collective runs: stream large pieces past the cache.
+    if (!write) std::memcpy(local, mapped, n);
+    else if (n >= kMirrorStreamMin) copyStreaming(mapped, local, n);
+    else std::memcpy(mapped, local, n);
+    mappedBytes_ += n;
+    return;
+  }
   if (p_.sameProcess) {
     // A thread of this process: the address is valid here as is (the brief trusts our own
     // process; a hostile peer needs a separate process, which goes through the kernel).
@@ -154,6 +169,8 @@ void ShmLink::offerCoop(Xfer* x, uint32_t seq) {
   shared(in_->coopDst).store(reinterpret_cast<uint64_t>(x->buf), std::memory_order_relaxed);
   shared(in_->coopBytes).store(x->bytes, std::memory_order_relaxed);
   shared(in_->coopPiece).store(p_.coopPiece, std::memory_order_relaxed);
+  storeRegion(in_->coopRegion,
+              p_.sameProcess ? RegionRef{} : SharedAllocations::instance().find(x->buf, x->bytes));
   shared(in_->coopClaim).store(coopKey_, std::memory_order_release);
   wakePeer();
 }
@@ -171,7 +188,7 @@ size_t ShmLink::readCoop(Xfer* x) {
     if (!claim.compare_exchange_strong(w, w + 1, std::memory_order_acq_rel)) return 1;  // lost a race: retry
     const size_t off = static_cast<size_t>(idx) * p_.coopPiece;
     const size_t n = std::min(p_.coopPiece, x->bytes - off);
-    copyRemote(static_cast<uint8_t*>(x->buf) + off, raddr_ + off, n, false);
+    copyRemote(static_cast<uint8_t*>(x->buf) + off, raddr_ + off, n, false, rregion_);
     shared(in_->coopDone).fetch_add(n, std::memory_order_acq_rel);
     return n;
   }
@@ -205,7 +222,7 @@ size_t ShmLink::readSingle(Xfer* x) {
   if (shared(peerCtl_->status).load(std::memory_order_acquire) != kSideActive) checkPeerStatus();
   if (coop_) return readCoop(x);
   size_t n = std::min(p_.copyChunk, x->bytes - roff_);
-  copyRemote(static_cast<uint8_t*>(x->buf) + roff_, raddr_ + roff_, n, false);
+  copyRemote(static_cast<uint8_t*>(x->buf) + roff_, raddr_ + roff_, n, false, rregion_);
   roff_ += n;
   x->done = roff_;
   if (roff_ == x->bytes) finishSingle(x, roff_);

@@ -63,6 +63,7 @@ bool ShmLink::pushCoop() {
   const uint64_t bytes = shared(out_->coopBytes).load(std::memory_order_relaxed);
   const uint64_t piece = shared(out_->coopPiece).load(std::memory_order_relaxed);
   const uint64_t dst = shared(out_->coopDst).load(std::memory_order_relaxed);
+  const RegionRef region = loadRegion(out_->coopRegion);
   // The receiver may have finished that record and opened its next offer while we read:
   // then the descriptor is (partly) the new one, and the claim word has changed (it is
   // closed before the descriptor is rewritten). Pairs with the fence in offerCoop.
@@ -72,6 +73,10 @@ bool ShmLink::pushCoop() {
     fail(collRemoteError, strCat("peer offered a corrupt cooperative copy (", bytes, " bytes in pieces of ",
                                  piece, " at 0x", std::hex, dst, std::dec, " for a send of ", x->bytes,
                                  " bytes)"));
+  if (region.valid() && !region.contains(dst, bytes))
+    fail(collRemoteError, strCat("peer offered a buffer (0x", std::hex, dst, std::dec, ", ", bytes,
+                                 " bytes) outside the shared region it named (0x", std::hex, region.base,
+                                 std::dec, ", ", region.bytes, " bytes)"));
   const uint64_t pieces = (bytes + piece - 1) / piece;
   const uint64_t idx = w & kCoopIndexMask;
   if (idx >= pieces) return false;
@@ -80,7 +85,7 @@ bool ShmLink::pushCoop() {
   if (!claim.compare_exchange_strong(w, w + 1, std::memory_order_acq_rel)) return false;
   const uint64_t off = idx * piece;
   const size_t n = static_cast<size_t>(std::min(piece, bytes - off));
-  copyRemote(static_cast<uint8_t*>(x->buf) + off, dst + off, n, true);
+  copyRemote(static_cast<uint8_t*>(x->buf) + off, dst + off, n, true, region);
   // Release: the piece is in the receiver's buffer before it counts it as done.
   shared(out_->coopDone).fetch_add(n, std::memory_order_acq_rel);
   wakePeer();
@@ -104,7 +109,8 @@ bool ShmLink::emitHeader(Xfer* x) {
   bool push = single && x->mirror && canWritePeer();
   uint8_t* line = outRing_ + (head_ & mask_);
   Record r{push ? kTagPush : single ? kTagSingle : kTagData, static_cast<uint32_t>(sendSeq_++),
-           x->bytes, single ? reinterpret_cast<uint64_t>(x->buf) : 0};
+           x->bytes, single ? reinterpret_cast<uint64_t>(x->buf) : 0, RegionRef{}};
+  if (single && !p_.sameProcess) r.region = SharedAllocations::instance().find(x->buf, x->bytes);
   if (!single && x->bytes <= kInlineMax) {
     std::memcpy(line, &r, kInlineOffset);
     if (x->bytes) std::memcpy(line + kInlineOffset, x->buf, x->bytes);

@@ -20,10 +20,12 @@
 #include <cstdint>
 #include <string>
 
+#include "core/shared_mem.hpp"
+
 namespace coll::shm {
 
 constexpr uint64_t kSegMagic = 0x314d48534c4c4f43ull;  // "COLLSHM1" little-endian
-constexpr uint32_t kSegVersion = 2;
+constexpr uint32_t kSegVersion = 3;
 constexpr size_t kLine = 64;
 constexpr size_t kRingOffset = 4096;
 constexpr size_t kMinRingBytes = 4096;
@@ -61,7 +63,7 @@ struct alignas(kLine) SideCtl {
 //   bits 63..32  low 32 bits of the record's sequence number (a stale claim fails)
 //   bit 31       open: the receiver offered this record
 //   bits 30..0   next piece to claim
-// The receiver writes dst/bytes/piece before it opens the claim word (release).
+// The receiver writes dst/bytes/piece/region before it opens the claim word (release).
 constexpr uint64_t kCoopOpen = uint64_t{1} << 31;
 constexpr uint64_t kCoopIndexMask = kCoopOpen - 1;
 
@@ -73,6 +75,7 @@ struct ChanCtl {
   uint64_t coopDst;                   // receiver: its buffer for the offered record
   uint64_t coopBytes;                 // receiver: the record's size
   uint64_t coopPiece;                 // receiver: bytes per piece
+  RegionRef coopRegion;               // receiver: the collMemAlloc region holding coopDst, if any
   alignas(kLine) uint64_t coopDone;   // both: bytes of the offered record copied so far
 };
 

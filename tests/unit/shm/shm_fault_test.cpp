@@ -296,7 +296,7 @@ TEST(ShmFault, SingleCopyRecordWhenNotNegotiated) {
     Pair p(cfg);
     const shm::Segment& seg = p.shmA()->segment();
     int ch = p.shmA()->side();
-    shm::Record rec{tag, 0, 4096, 0x1000};
+    shm::Record rec{tag, 0, 4096, 0x1000, RegionRef{}};
     std::memcpy(seg.ring(ch), &rec, sizeof rec);
     std::atomic_ref<uint64_t>(seg.chan(ch)->head).store(64, std::memory_order_release);
     std::vector<uint8_t> in(4096);
@@ -304,6 +304,29 @@ TEST(ShmFault, SingleCopyRecordWhenNotNegotiated) {
     p.b->postRecv(&r);
     expectRemoteError(driveUntilError(p.b, {&r}), "single-copy was not negotiated");
   }
+}
+
+// A single-copy record whose buffer lies outside the collMemAlloc region it names would
+// send a mapped copy past the region's end: refused before anything is mapped.
+TEST(ShmFault, SingleCopyRecordOutsideItsRegion) {
+  Pair p(Config::fromEnv());
+  const shm::Segment& seg = p.shmA()->segment();
+  int ch = p.shmA()->side();
+  shm::Record rec{shm::kTagSingle, 0, 4096, 0x100000, RegionRef{0x100000, 4096, 1, 3, 0}};
+  rec.addr = 0x100800;  // its last half is past the region's end
+  std::memcpy(seg.ring(ch), &rec, sizeof rec);
+  std::atomic_ref<uint64_t>(seg.chan(ch)->head).store(64, std::memory_order_release);
+  std::vector<uint8_t> in(4096);
+  Xfer r{in.data(), in.size()};
+  p.b->postRecv(&r);
+  expectRemoteError(driveUntilError(p.b, {&r}), "outside the shared region it named");
+}
+
+TEST(ShmCoop, OfferOutsideItsRegionIsAnErrorOnTheSender) {
+  OfferedCoop c;
+  RegionRef bad{std::atomic_ref<uint64_t>(c.chan->coopDst).load() + 64, uint64_t{1} << 30, 1, 3, 0};
+  shm::storeRegion(c.chan->coopRegion, bad);
+  expectRemoteError(driveUntilError(c.p.a, {&c.s}), "outside the shared region it named");
 }
 
 TEST(ShmFault, OverwrittenHeaderIsNoticedWhileWaiting) {

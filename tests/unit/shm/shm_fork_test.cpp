@@ -11,8 +11,10 @@
 #include <sys/wait.h>
 
 #include <functional>
+#include <optional>
 
 #include "shm_test_util.hpp"
+#include "core/shared_mem.hpp"
 #include "transport/shm/shm_link.hpp"
 
 namespace coll::shmtest {
@@ -56,24 +58,51 @@ std::unique_ptr<Link> connectPair(int fd, int rank, pid_t parent, pid_t child,
   return connectShmPair(boot, rank, parent, child, tag, cfg);
 }
 
+// collMemAlloc memory for the buffers of one window, each at its own offset of one
+// region (so that a peer translates offsets, not just bases).
+class SharedWindow {
+ public:
+  explicit SharedWindow(const std::vector<size_t>& sizes) {
+    size_t total = 0;
+    for (size_t n : sizes) {
+      at_.push_back(total);
+      total += (n + 64 + 63) / 64 * 64;  // 64 bytes apart even when n is a multiple of 64
+    }
+    base_ = static_cast<uint8_t*>(SharedAllocations::instance().allocate(total));
+  }
+  ~SharedWindow() { SharedAllocations::instance().release(base_); }
+  uint8_t* at(size_t i) { return base_ + at_[i] + 64 * (i % 2); }
+
+ private:
+  std::vector<size_t> at_;
+  uint8_t* base_;
+};
+
 // Both directions at once, every size posted as one window; returns wrong messages.
 // Two sends in three also copy their data into a mirror (push records where the sender
 // may write the receiver), so pushed, pulled and cooperative records share the window.
-int exchange(Link* link, int me, const std::vector<size_t>& sizes) {
+// sharedBuffers: every buffer is collMemAlloc memory, which the peer maps.
+int exchange(Link* link, int me, const std::vector<size_t>& sizes, bool sharedBuffers = false) {
   int peer = 1 - me;
   std::vector<std::vector<uint8_t>> out(sizes.size()), in(sizes.size()), mirror(sizes.size());
+  std::vector<size_t> padded;
+  for (size_t n : sizes) padded.push_back(n + 64);
+  std::optional<SharedWindow> sOut, sIn, sMirror;
+  if (sharedBuffers) sOut.emplace(padded), sIn.emplace(padded), sMirror.emplace(padded);
   std::vector<Xfer> sx(sizes.size()), rx(sizes.size());
   std::vector<Xfer*> all;
   for (size_t i = 0; i < sizes.size(); ++i) {
     out[i].resize(sizes[i]);
     fillPattern(out[i], me, peer, static_cast<int>(i));
     in[i].assign(sizes[i], 0);
-    sx[i] = Xfer{out[i].data(), sizes[i]};
-    if (i % 3 != 0) {
-      mirror[i].assign(sizes[i], 0);
-      sx[i].mirror = mirror[i].data();
-    }
-    rx[i] = Xfer{in[i].data(), sizes[i]};
+    mirror[i].assign(sizes[i], 0);
+    uint8_t* o = sharedBuffers ? sOut->at(i) : out[i].data();
+    uint8_t* r = sharedBuffers ? sIn->at(i) : in[i].data();
+    uint8_t* m = sharedBuffers ? sMirror->at(i) : mirror[i].data();
+    if (sharedBuffers) std::memcpy(o, out[i].data(), sizes[i]);
+    sx[i] = Xfer{o, sizes[i]};
+    if (i % 3 != 0) sx[i].mirror = m;
+    rx[i] = Xfer{r, sizes[i]};
     rx[i].assist = i % 2 == 0;  // large ones then go cooperative: the sender pushes pieces too
     link->postRecv(&rx[i]);
     link->postSend(&sx[i]);
@@ -83,6 +112,10 @@ int exchange(Link* link, int me, const std::vector<size_t>& sizes) {
   drive({link}, all);
   int bad = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sharedBuffers) {
+      std::memcpy(in[i].data(), sIn->at(i), sizes[i]);
+      std::memcpy(mirror[i].data(), sMirror->at(i), sizes[i]);
+    }
     bad += firstMismatch(in[i], peer, me, static_cast<int>(i)) >= 0;
     if (i % 3 != 0) bad += firstMismatch(mirror[i], me, peer, static_cast<int>(i)) >= 0;
   }
@@ -120,6 +153,44 @@ TEST_P(ShmFork, ExchangeBetweenProcesses) {
 
 INSTANTIATE_TEST_SUITE_P(Shm, ShmFork, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "SingleCopy" : "Staged"; });
+
+// Buffers in collMemAlloc memory: every single-copy byte goes through a mapping of the
+// peer's region (none through process_vm_readv/writev), pulled, pushed and cooperative
+// records alike, and the results are the same.
+TEST(ShmFork, SharedBuffersAreCopiedThroughMappings) {
+  Config cfg = Config::fromEnv();
+  cfg.set("COLL_SHM_CMA", "1");
+  size_t t = cfg.getSize("COLL_SHM_CMA_THRESHOLD");
+  std::vector<size_t> sizes = {0, 1, 4095, t - 1, t, t + 1, (8u << 20) + 3, 8, 3u << 20};
+  std::string tag = uniqueTag();
+  pid_t parent = getpid();
+  Child c = forkChild([&](int fd) {
+    auto link = connectPair(fd, 1, parent, getpid(), tag, cfg);
+    int bad = exchange(link.get(), 1, sizes, true);
+    auto* shm = dynamic_cast<shm::ShmLink*>(link.get());
+    if (!shm || shm->mappedBytes() == 0) return 10;
+    const uint64_t mapped = shm->mappedBytes();
+    bad += exchange(link.get(), 1, sizes, false);
+    if (shm->mappedBytes() != mapped) return 11;
+    return bad;
+  });
+  ASSERT_GT(c.pid, 0);
+  auto link = connectPair(c.fd, 0, parent, c.pid, tag, cfg);
+  auto* shm = dynamic_cast<shm::ShmLink*>(link.get());
+  ASSERT_NE(shm, nullptr);
+  ASSERT_TRUE(shm->singleCopySend() && shm->singleCopyRecv());
+  EXPECT_EQ(exchange(link.get(), 0, sizes, true), 0);
+  // Every byte of a single-copy message that either side copied: the large ones were
+  // pulled by us or pushed by the child; those we pulled or pushed count here.
+  EXPECT_GT(shm->mappedBytes(), 0u);
+  const uint64_t mine = shm->mappedBytes();
+  EXPECT_EQ(exchange(link.get(), 0, sizes, false), 0) << "plain buffers after shared ones";
+  EXPECT_EQ(shm->mappedBytes(), mine) << "plain buffers must not go through mappings";
+  link.reset();
+  EXPECT_EQ(reap(c.pid), 0);
+  ::close(c.fd);
+  EXPECT_TRUE(shmLeftovers(tag).empty());
+}
 
 // Makes process_vm_readv fail with ENOSYS in this process, as a seccomp profile that
 // forbids it would (the parent is unaffected).

@@ -5,5 +5,6 @@
 #include "collective/communicator.hpp"
 #include "collective/error.hpp"
 #include "collective/hvd.hpp"
+#include "collective/memory.hpp"
 #include "collective/request.hpp"
 #include "collective/types.hpp"

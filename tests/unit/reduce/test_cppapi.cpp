@@ -115,6 +115,38 @@ TEST(CppApi, AllReduceInPlaceAndOutOfPlace) {
   });
 }
 
+TEST(CppApi, SharedArrayOwnsCollMemAllocMemory) {
+  static_assert(!std::is_copy_constructible_v<collective::SharedArray<float>> &&
+                std::is_nothrow_move_constructible_v<collective::SharedArray<float>>);
+  collective::SharedArray<float> a(1000);
+  ASSERT_EQ(a.size(), 1000u);
+  ASSERT_NE(a.data(), nullptr);
+  EXPECT_EQ(a[999], 0.0f) << "zero-filled";
+  const float* p = a.data();
+  collective::SharedArray<float> b(std::move(a));
+  EXPECT_EQ(b.data(), p);
+  EXPECT_EQ(a.data(), nullptr);
+  EXPECT_EQ(a.size(), 0u);
+  collective::SharedArray<float> empty(0);
+  EXPECT_EQ(empty.data(), nullptr);
+  b = std::move(empty);  // frees the old memory
+  EXPECT_EQ(b.size(), 0u);
+  try {
+    collective::SharedArray<double> huge(size_t{1} << 61);
+    FAIL() << "2^61 doubles were allocated";
+  } catch (const collective::Error& e) {
+    EXPECT_EQ(e.code(), collInvalidArgument) << e.what();
+  }
+  // Used as a collective's buffer, like any other span.
+  onRanks(2, [&](Communicator& comm) {
+    collective::SharedArray<int32_t> v(257);
+    for (auto& x : v) x = comm.rank() + 1;
+    comm.allReduce(v.span(), Op::Sum);
+    EXPECT_EQ(v[0], 3);
+    EXPECT_EQ(v[256], 3);
+  });
+}
+
 TEST(CppApi, RootedAndGatheringCollectives) {
   const int n = 3;
   onRanks(n, [&](Communicator& comm) {

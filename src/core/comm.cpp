@@ -405,19 +405,46 @@ void Comm::executeOps(const OpArgs* opsBegin, size_t nops) {
   }
 }
 
+namespace {
+bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
+  auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return an && bn && x < y + bn && y < x + an;
+}
+}  // namespace
+
 void Comm::executeP2P(const std::vector<const OpArgs*>& ops) {
   Progress pg(*this, "send/recv");
+  // A send whose buffer a receive of the same group also writes (an in-place exchange:
+  // send a buffer, receive its replacement) leaves from a copy taken now: single-copy
+  // peers read send buffers in place, and the receive may land first.
+  std::vector<std::vector<char>> staged;
+  std::vector<const void*> sendFrom(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const OpArgs& op = *ops[i];
+    if (op.kind != OpKind::Send) continue;
+    sendFrom[i] = op.sendbuf;
+    const size_t bytes = op.count * typeSize(op.dtype);
+    for (const OpArgs* r : ops) {
+      if (r->kind != OpKind::Recv || !overlaps(op.sendbuf, bytes, r->recvbuf, r->count * typeSize(r->dtype)))
+        continue;
+      const char* src = static_cast<const char*>(op.sendbuf);
+      sendFrom[i] = staged.emplace_back(src, src + bytes).data();
+      break;
+    }
+  }
   std::vector<Xfer> xs(ops.size());
   std::vector<Xfer*> wait;
   std::vector<const OpArgs*> selfSends, selfRecvs;
+  std::vector<const void*> selfFrom;
   for (size_t i = 0; i < ops.size(); ++i) {
     const OpArgs& op = *ops[i];
     size_t bytes = op.count * typeSize(op.dtype);
     if (op.root == rank_) {
       (op.kind == OpKind::Send ? selfSends : selfRecvs).push_back(&op);
+      if (op.kind == OpKind::Send) selfFrom.push_back(sendFrom[i]);
       continue;
     }
-    if (op.kind == OpKind::Send) pg.send(op.root, op.sendbuf, bytes, &xs[i]);
+    if (op.kind == OpKind::Send) pg.send(op.root, sendFrom[i], bytes, &xs[i]);
     else pg.recv(op.root, op.recvbuf, bytes, &xs[i], true);  // the sender only waits: let it help
     wait.push_back(&xs[i]);
   }
@@ -427,7 +454,7 @@ void Comm::executeP2P(const std::vector<const OpArgs*>& ops) {
     size_t sb = selfSends[i]->count * typeSize(selfSends[i]->dtype);
     size_t rb = selfRecvs[i]->count * typeSize(selfRecvs[i]->dtype);
     COLL_ENFORCE_EQ(sb, rb, collInvalidUsage, "send to self and receive from self differ in size");
-    memmove(selfRecvs[i]->recvbuf, selfSends[i]->sendbuf, sb);
+    memmove(selfRecvs[i]->recvbuf, selfFrom[i], sb);
   }
   pg.waitAll(wait.data(), wait.size());
 }

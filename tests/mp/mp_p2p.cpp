@@ -56,6 +56,25 @@ void allPairsCase(Ctx& ctx, size_t count, uint32_t salt) {
   ++ctx.checks;
 }
 
+// The same ring in place: each rank sends a buffer and receives its replacement into it,
+// in one group. The send carries the buffer as it was when the group ended, whichever of
+// the two moves first (large counts go single-copy on shm, where the peer reads it).
+void inPlaceRingCase(Ctx& ctx, size_t count, uint32_t salt) {
+  const collDataType_t dt = collFloat32;
+  int right = (ctx.rank + 1) % ctx.nranks, left = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
+  auto buf = buffer(count, dt, 0), want = buffer(count, dt, 0);
+  fillPayload(buf.data(), count, dt, tagOf(salt, ctx.rank, right));
+  fillPayload(want.data(), count, dt, tagOf(salt, left, ctx.rank));
+  MP_CALL(ctx, collGroupStart());
+  MP_CALL(ctx, collSend(buf.data(), count, dt, right, ctx.comm, nullptr));
+  MP_CALL(ctx, collRecv(buf.data(), count, dt, left, ctx.comm, nullptr));
+  MP_CALL(ctx, collGroupEnd());
+  expectEqual(cat("grouped in-place send/recv ring float32 count=", count, " from rank ", left, " (rank ",
+                  ctx.rank, " of ", ctx.nranks, ")"),
+              want.data(), buf.data(), count, dt);
+  ++ctx.checks;
+}
+
 void nonblockingCase(Ctx& ctx, size_t count, uint32_t salt) {
   const collDataType_t dt = collFloat32;
   int right = (ctx.rank + 1) % ctx.nranks, left = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
@@ -85,6 +104,7 @@ void runPointToPointTests(Ctx& ctx) {
   for (size_t count : {size_t{1}, size_t{1001}, ctx.quick ? size_t{4099} : size_t{65537}})
     allPairsCase(ctx, count, ++serial);
   for (size_t count : testCounts(ctx, collFloat32, 1, ++rotation)) nonblockingCase(ctx, count, ++serial);
+  for (size_t count : {size_t{1}, size_t{40000}, size_t{1} << 20}) inPlaceRingCase(ctx, count, ++serial);
 }
 
 }  // namespace mp

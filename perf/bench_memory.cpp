@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "collective.h"
+
 #if PERF_HAVE_CUDA
 #include "device_buffers.hpp"
 #endif
@@ -33,6 +35,36 @@ class HostMemory final : public BenchMemory {
 
  private:
   HostBuffer send_, recv_;
+};
+
+struct CollMemDeleter {
+  void operator()(void* p) const { collMemFree(p); }
+};
+using SharedBuffer = std::unique_ptr<char, CollMemDeleter>;
+
+SharedBuffer allocShared(size_t bytes) {
+  // collMemAlloc wants at least one byte; a sweep of empty messages (-e 0) gets a page.
+  void* p = nullptr;
+  collResult_t r = collMemAlloc(&p, bytes == 0 ? 1 : bytes);
+  if (r != collSuccess) {
+    throw std::runtime_error("collMemAlloc(" + std::to_string(bytes) + " bytes) failed: " +
+                             collGetErrorString(r) + ": " + collGetLastError(nullptr));
+  }
+  return SharedBuffer(static_cast<char*>(p));
+}
+
+// Host memory like HostMemory, but from collMemAlloc: ranks on this host copy into and
+// out of it through their own mappings of it.
+class SharedMemory final : public BenchMemory {
+ public:
+  explicit SharedMemory(size_t bytes) : send_(allocShared(bytes)), recv_(allocShared(bytes)) {}
+  char* send() override { return send_.get(); }
+  char* recv() override { return recv_.get(); }
+  char* hostSend() override { return send_.get(); }
+  char* hostRecv() override { return recv_.get(); }
+
+ private:
+  SharedBuffer send_, recv_;
 };
 
 #if PERF_HAVE_CUDA
@@ -67,6 +99,7 @@ class DeviceMemory final : public BenchMemory {
 }  // namespace
 
 std::unique_ptr<BenchMemory> makeHostMemory(size_t bytes) { return std::make_unique<HostMemory>(bytes); }
+std::unique_ptr<BenchMemory> makeSharedMemory(size_t bytes) { return std::make_unique<SharedMemory>(bytes); }
 
 #if PERF_HAVE_CUDA
 std::string deviceBuffersUnavailable() { return cuda::available() ? "" : "no CUDA device"; }

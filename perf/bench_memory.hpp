@@ -1,4 +1,5 @@
-// Where a *_perf tool's send and receive buffers live: host memory (the default), or
+// Where a *_perf tool's send and receive buffers live: host memory (the default), with
+// -R 1 host memory from collMemAlloc (same-host peers map it and copy directly), or
 // with -g 1 device memory on the rank's GPU, called on a non-blocking stream, with host
 // mirrors that the data pattern is written to and checked in (upload / download).
 // The CUDA half is built only with CUDA (PERF_HAVE_CUDA); without it, and on a machine
@@ -30,6 +31,9 @@ class BenchMemory {
 };
 
 std::unique_ptr<BenchMemory> makeHostMemory(size_t bytes);
+// -R 1: host buffers from collMemAlloc, freed with collMemFree. Throws std::runtime_error
+// with the library's message (collGetLastError(NULL)) when collMemAlloc fails.
+std::unique_ptr<BenchMemory> makeSharedMemory(size_t bytes);
 
 // Empty when -g 1 can run in this process; otherwise the reason: "built without CUDA"
 // or "no CUDA device".

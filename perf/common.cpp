@@ -120,6 +120,9 @@ const std::vector<Flag>& flags() {
       // host memory, which nccl-tests cannot do but a CPU library can).
       {'t', "nthreads", [](Options&, auto& f, auto& v) { parseInt(f, v, 1, 1); }},
       {'g', "ngpus", [](Options& o, auto& f, auto& v) { o.deviceBuffers = parseInt(f, v, 0, 1) == 1; }},
+      // nccl-tests registers its device buffers with -R; here the host buffers come from
+      // collMemAlloc, the memory same-host peers map.
+      {'R', "register", [](Options& o, auto& f, auto& v) { o.sharedBuffers = parseInt(f, v, 0, 1) == 1; }},
   };
   return table;
 }
@@ -207,6 +210,10 @@ Options parseArgs(const std::vector<std::string>& args) {
   }
   // nccl-tests grows sizes by -f when it is > 1 and by -i otherwise.
   o.additiveSteps = factorGiven ? o.stepFactor <= 1.0 : stepBytesGiven;
+  if (o.sharedBuffers && o.deviceBuffers) {
+    throw UsageError("-R 1 (buffers from collMemAlloc, host memory) cannot be combined with"
+                     " -g 1 (buffers in GPU memory)");
+  }
   if (o.minBytes > o.maxBytes) {
     throw UsageError("minbytes (" + std::to_string(o.minBytes) + ") > maxbytes (" +
                      std::to_string(o.maxBytes) + ")");
@@ -236,6 +243,9 @@ std::string usageText(const char* prog) {
      << "  -N,--run_cycles <n>      repeat the sweep n times, 0 = forever (default 1)\n"
      << "  -g,--ngpus <0|1>         1: buffers in GPU memory (one GPU per local rank) and the\n"
      << "                           calls on a CUDA stream; 0: host memory (default)\n"
+     << "  -R,--register <0|1>      1: send/recv buffers from collMemAlloc (host memory that\n"
+     << "                           same-host ranks map and copy directly); 0: ordinary host\n"
+     << "                           memory (default). Not with -g 1\n"
      << "  -t,--nthreads 1          accepted with value 1 only\n";
   return os.str();
 }

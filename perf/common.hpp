@@ -50,6 +50,11 @@ struct Options {
   // -g 1: send/recv buffers in device memory (one GPU per local rank) and the calls on a
   // stream; -g 0 (the default): host memory, no stream. Needs a CUDA build and a device.
   bool deviceBuffers = false;
+  // -R 1 (nccl-tests' "register user buffers"): send/recv buffers from collMemAlloc, so
+  // that ranks on the same host copy into and out of them through mappings of their own
+  // instead of process_vm_readv/writev; -R 0 (the default): ordinary host memory. Host
+  // memory only: -R 1 with -g 1 is a UsageError.
+  bool sharedBuffers = false;
   bool help = false;
 };
 

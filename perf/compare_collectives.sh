@@ -7,18 +7,21 @@
 # is compared with our in-place column (root's buffer is the data, as in MPI); the
 # others with our out-of-place column, as MPI's calls are out of place. For the 2-rank
 # all-gather it also prints the ratio the memory allows at all (allgather_floor).
+# --register runs our tools with -R 1: their buffers come from collMemAlloc, which
+# same-host peers map (Open MPI's buffers stay plain malloc memory).
 #
-# usage: perf/compare_collectives.sh BUILD_DIR [--np N] [--tcp] [--target X]
+# usage: perf/compare_collectives.sh BUILD_DIR [--np N] [--tcp] [--register] [--target X]
 #                                    [--colls "all_gather reduce_scatter broadcast"]
 #                                    [sweep flags, default -b 64M -e 64M]
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 build=$(cd "$1" && pwd); shift
-np=2; tcp=0; target=1.5; colls="all_gather reduce_scatter broadcast"; sweep=()
+np=2; tcp=0; target=1.5; colls="all_gather reduce_scatter broadcast"; sweep=(); ours=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --np) np=$2; shift ;;
     --tcp) tcp=1 ;;
+    --register) ours=(-R 1) ;;
     --target) target=$2; shift ;;
     --colls) colls=$2; shift ;;
     *) sweep+=("$1") ;;
@@ -43,7 +46,8 @@ table() {
     !/^#/ && NF >= 8 && $1 ~ /^[0-9]+$/ { if (inplace == "in") print $1, $10, $12; else print $1, $6, $8 }' "$1"
 }
 
-echo "# $np ranks on $(hostname), $(nproc) cores, float; transport: $([ $tcp = 1 ] && echo tcp || echo default)"
+echo "# $np ranks on $(hostname), $(nproc) cores, float; transport: $([ $tcp = 1 ] && echo tcp || echo default);" \
+  "our buffers: $([ ${#ours[@]} -gt 0 ] && echo "collMemAlloc (-R 1)" || echo "malloc")"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "%-15s %12s | %10s %10s | %10s %10s | %6s\n" coll "size(B)" "ours GB/s" "ours us" "ompi GB/s" "ompi us" "bw x"
 missed=0
@@ -55,7 +59,7 @@ for coll in $colls; do
     broadcast) mpicoll=bcast ;;
     *) echo "compare_collectives.sh: unknown collective $coll" >&2; exit 2 ;;
   esac
-  "${envs[@]}" "$launcher" -np "$np" "$build/perf/${coll}_perf" "${sweep[@]}" >"$out/ours.log" 2>&1 ||
+  "${envs[@]}" "$launcher" -np "$np" "$build/perf/${coll}_perf" "${sweep[@]}" "${ours[@]}" >"$out/ours.log" 2>&1 ||
     { echo "# ${coll}_perf failed:" >&2; tail -5 "$out/ours.log" >&2; exit 1; }
   mpirun --allow-run-as-root --oversubscribe -np "$np" "${mpiflags[@]}" "$mpibench" --coll "$mpicoll" \
     "${sweep[@]}" >"$out/ompi.log" 2>&1 ||

@@ -113,7 +113,7 @@ std::vector<RankInfo> Bench::gatherInfo(const RankInfo& mine) {
 void Bench::setup() {
   // Every type's buffers fit in maxBytes (countsFor never exceeds the byte size).
   if (!opts_.deviceBuffers) {
-    mem_ = makeHostMemory(opts_.maxBytes);
+    mem_ = opts_.sharedBuffers ? makeSharedMemory(opts_.maxBytes) : makeHostMemory(opts_.maxBytes);
     return;
   }
   // One GPU per rank of a host: the local rank is this rank's place among the ranks
@@ -159,6 +159,7 @@ void Bench::printHeader(const char* prog) {
                 static_cast<int>(sizeof ri.host), ri.host, ri.device < 0 ? 0 : ri.device,
                 static_cast<int>(sizeof ri.deviceName), ri.deviceName);
   }
+  if (opts_.sharedBuffers) std::printf("#  Buffers: collMemAlloc (shared with same-host peers)\n");
   std::printf("#\n#%61s%s%26s%s\n", "", "out-of-place", "", "in-place");
   const char* f = "# %10s  %12s  %8s  %6s  %6s  %8s  %7s  %7s  %6s  %8s  %7s  %7s  %6s\n";
   std::printf(f, "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",

@@ -95,6 +95,60 @@ TEST(PerfParseArgs, DeviceBuffersFlag) {
   EXPECT_THROW(parse({"-g", "-1"}), UsageError);
 }
 
+TEST(PerfParseArgs, RegisterFlag) {
+  EXPECT_FALSE(parse({}).sharedBuffers);
+  EXPECT_FALSE(parse({"-R", "0"}).sharedBuffers);
+  EXPECT_TRUE(parse({"-R", "1"}).sharedBuffers);
+  EXPECT_TRUE(parse({"-R1"}).sharedBuffers);
+  EXPECT_TRUE(parse({"--register", "1"}).sharedBuffers);
+  EXPECT_TRUE(parse({"--register=1"}).sharedBuffers);
+  EXPECT_FALSE(parse({"-R", "1", "-R", "0"}).sharedBuffers);
+  // -R 1 keeps the buffers in host memory: -g 0 is fine, and so is -R 0 with -g 1.
+  Options host = parse({"-R", "1", "-g", "0"});
+  EXPECT_TRUE(host.sharedBuffers);
+  EXPECT_FALSE(host.deviceBuffers);
+  Options dev = parse({"-R", "0", "-g", "1"});
+  EXPECT_FALSE(dev.sharedBuffers);
+  EXPECT_TRUE(dev.deviceBuffers);
+  // Short flags are case-sensitive: -r is the root.
+  EXPECT_EQ(parse({"-r", "1"}).root, 1);
+  EXPECT_FALSE(parse({"-r", "1"}).sharedBuffers);
+}
+
+TEST(PerfParseArgs, RegisterFlagRejectsBadValues) {
+  for (const char* bad : {"2", "-1", "x", "1x", ""}) {
+    try {
+      parse({"-R", bad});
+      ADD_FAILURE() << "-R '" << bad << "' accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("-R"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parse({"--register", "2"}), UsageError);
+  EXPECT_THROW(parse({"--register=x"}), UsageError);
+  EXPECT_THROW(parse({"-R"}), UsageError);
+}
+
+TEST(PerfParseArgs, RegisterFlagRefusedWithDeviceBuffers) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"-R", "1", "-g", "1"}, {"-g", "1", "-R", "1"},
+        {"--register=1", "--ngpus=1"}}) {
+    try {
+      parse(args);
+      ADD_FAILURE() << "-R 1 with -g 1 accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("-R 1"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("-g 1"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(PerfParseArgs, UsageTextNamesRegister) {
+  const std::string text = perf::usageText("all_gather_perf");
+  EXPECT_NE(text.find("-R,--register <0|1>"), std::string::npos) << text;
+  EXPECT_NE(text.find("collMemAlloc"), std::string::npos) << text;
+}
+
 TEST(PerfParseArgs, InlineAndLongForms) {
   Options o = parse({"-b8K", "--maxbytes=1M", "--iters", "7", "--datatype=bfloat16", "--op",
                      "avg"});

@@ -99,6 +99,7 @@ std::map<int, std::unique_ptr<Link>> Connector::makeLinks() {
     lp.stageChunk = opt_.stageChunk;
     lp.coopMin = opt_.singleCopy ? opt_.coopMin : 0;
     lp.coopPiece = opt_.coopPiece;
+    lp.mappedPiece = opt_.mappedPiece;
     COLL_TRACE("shm: rank %d <-> rank %d (pid %d): segment %s, ring %zu, single-copy send %d recv %d",
                ctx_.rank, p.peer, lp.peerPid, p.seg.name().c_str(), p.seg.ringBytes(),
                lp.singleCopySend, lp.singleCopyRecv);

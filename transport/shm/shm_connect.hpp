@@ -37,6 +37,7 @@ struct ShmOptions {
   size_t stageChunk = 1 << 15;
   size_t coopMin = 1 << 18;      // COLL_SHM_COOP_MIN (0: off)
   size_t coopPiece = 1 << 17;    // COLL_SHM_COOP_PIECE
+  size_t mappedPiece = 1 << 19;  // COLL_SHM_MAPPED_PIECE
 };
 
 class Connector {

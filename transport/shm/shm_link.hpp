@@ -47,6 +47,7 @@ struct LinkParams {
   size_t stageChunk = 1 << 15;   // bytes copied through the ring between publications
   size_t coopMin = 0;            // single-copy messages this large are copied by both sides (0: off)
   size_t coopPiece = 1 << 17;    // bytes per piece of a cooperative copy
+  size_t mappedPiece = 1 << 19;  // ... into collMemAlloc memory the peer maps
 };
 
 // In-ring record header; payloads of data records up to kInlineMax bytes follow it at
@@ -191,6 +192,7 @@ class ShmLink final : public Link {
   bool pushOnly_ = false;   // ... and it is a push record: the sender copies every piece
   uint64_t coopKey_ = 0;    // its claim word's sequence bits
   size_t coopPieces_ = 0;
+  size_t coopPiece_ = 0;    // its bytes per piece
 
   PeerRegions regions_;
   uint64_t mappedBytes_ = 0;

@@ -156,7 +156,9 @@ void ShmLink::copyRemote(void* local, uint64_t remote, size_t n, bool write, con
 // Opens the current single-copy record to the sender as well (see ChanCtl).
 void ShmLink::offerCoop(Xfer* x, uint32_t seq) {
   coop_ = true;
-  coopPieces_ = (x->bytes + p_.coopPiece - 1) / p_.coopPiece;
+  const RegionRef region = p_.sameProcess ? RegionRef{} : SharedAllocations::instance().find(x->buf, x->bytes);
+  coopPiece_ = region.valid() ? p_.mappedPiece : p_.coopPiece;
+  coopPieces_ = (x->bytes + coopPiece_ - 1) / coopPiece_;
   coopKey_ = (static_cast<uint64_t>(seq) << 32) | kCoopOpen;
   // No claim of an earlier offer is outstanding: that record completed only when all of
   // its pieces were done, and the sender's stale claims fail on the new sequence bits.
@@ -168,9 +170,8 @@ void ShmLink::offerCoop(Xfer* x, uint32_t seq) {
   shared(in_->coopDone).store(0, std::memory_order_relaxed);
   shared(in_->coopDst).store(reinterpret_cast<uint64_t>(x->buf), std::memory_order_relaxed);
   shared(in_->coopBytes).store(x->bytes, std::memory_order_relaxed);
-  shared(in_->coopPiece).store(p_.coopPiece, std::memory_order_relaxed);
-  storeRegion(in_->coopRegion,
-              p_.sameProcess ? RegionRef{} : SharedAllocations::instance().find(x->buf, x->bytes));
+  shared(in_->coopPiece).store(coopPiece_, std::memory_order_relaxed);
+  storeRegion(in_->coopRegion, region);
   shared(in_->coopClaim).store(coopKey_, std::memory_order_release);
   wakePeer();
 }
@@ -186,8 +187,8 @@ size_t ShmLink::readCoop(Xfer* x) {
   const uint64_t idx = w & kCoopIndexMask;
   if (idx < coopPieces_ && !pushOnly_) {
     if (!claim.compare_exchange_strong(w, w + 1, std::memory_order_acq_rel)) return 1;  // lost a race: retry
-    const size_t off = static_cast<size_t>(idx) * p_.coopPiece;
-    const size_t n = std::min(p_.coopPiece, x->bytes - off);
+    const size_t off = static_cast<size_t>(idx) * coopPiece_;
+    const size_t n = std::min(coopPiece_, x->bytes - off);
     copyRemote(static_cast<uint8_t*>(x->buf) + off, raddr_ + off, n, false, rregion_);
     shared(in_->coopDone).fetch_add(n, std::memory_order_acq_rel);
     return n;

@@ -14,6 +14,7 @@ COLL_PARAM(kShmCmaThreshold, "COLL_SHM_CMA_THRESHOLD", "64K", "shm messages of a
 COLL_PARAM(kShmCmaChunk, "COLL_SHM_CMA_CHUNK", "512K", "bytes per single-copy step (one step per progress call)");
 COLL_PARAM(kShmCoopMin, "COLL_SHM_COOP_MIN", "256K", "single-copy shm messages of at least this many bytes are copied by both sides at once (sender pushes, receiver pulls); 0 turns it off");
 COLL_PARAM(kShmCoopPiece, "COLL_SHM_COOP_PIECE", "128K", "bytes per piece of a cooperative shm copy");
+COLL_PARAM(kShmMappedPiece, "COLL_SHM_MAPPED_PIECE", "512K", "bytes per piece of a cooperative or push shm copy into collMemAlloc memory (no system call per piece: larger pieces cost less)");
 COLL_PARAM(kShmStageChunk, "COLL_SHM_STAGE_CHUNK", "32K", "bytes copied through a shm ring between publications (pipelining grain)");
 
 namespace {
@@ -55,6 +56,9 @@ class ShmTransport : public Transport {
     opt.coopPiece = cfg.getSize(kShmCoopPiece);
     COLL_CHECK_ARG(opt.coopPiece >= 4096 && opt.coopPiece <= (size_t{1} << 30), kShmCoopPiece, "=",
                    opt.coopPiece, " is not in [4096, 1G]");
+    opt.mappedPiece = cfg.getSize(kShmMappedPiece);
+    COLL_CHECK_ARG(opt.mappedPiece >= 4096 && opt.mappedPiece <= (size_t{1} << 30), kShmMappedPiece, "=",
+                   opt.mappedPiece, " is not in [4096, 1G]");
     opt.stageChunk = cfg.getSize(kShmStageChunk);
     COLL_CHECK_ARG(opt.stageChunk >= shm::kLine && opt.stageChunk <= opt.ringBytes / 2,
                    kShmStageChunk, "=", opt.stageChunk, " is not in [", shm::kLine, ", ",

@@ -87,9 +87,10 @@ void exchangeAll(LinkTable& links, int n, const std::vector<size_t>& sizes, bool
       for (size_t i = 0; i < per; ++i) {
         EXPECT_EQ(firstMismatch(rbuf[p * per + i], peer, r, static_cast<int>(i)), -1)
             << "rank " << r << " from " << peer << " size " << sizes[i];
-        if (mirrors)
+        if (mirrors) {
           EXPECT_EQ(firstMismatch(mbuf[p * per + i], r, peer, static_cast<int>(i)), -1)
               << "mirror of rank " << r << "'s send to " << peer << ", size " << sizes[i];
+        }
       }
       ++p;
     }

@@ -73,7 +73,7 @@ void DistributedOptimizer::stepPacked() {
   const auto& params = sgd_.params();
   size_t total = 0;
   for (Param* p : params) total += static_cast<size_t>(p->grad.numel());
-  packed_.resize(total);
+  if (packed_.size() != total) packed_ = collective::SharedArray<float>(total);
   size_t at = 0;
   for (size_t i = 0; i < params.size(); ++i) {
     if (fold_) sgd_.foldMomentum(i);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "collective/hvd.hpp"
+#include "collective/memory.hpp"
 #include "sequential.hpp"
 #include "sgd.hpp"
 
@@ -66,7 +67,9 @@ class DistributedOptimizer {
   std::vector<Param*> submitted_;
   bool compressed_ = false;
   collComm_t atStep_ = nullptr;
-  std::vector<float> packed_;  // every gradient, for reduceAtStep
+  // Every gradient, for reduceAtStep: collMemAlloc memory, which a peer process on this
+  // host reads and writes through a mapping of its own (no system call per piece).
+  collective::SharedArray<float> packed_{0};
 };
 
 hvd::Tensor hvdView(Tensor& t);

@@ -84,7 +84,9 @@ for coll in $colls; do
   if [ "$coll" = all_gather ] && [ "$np" = 2 ] && [ $tcp = 0 ] && [ -x "$build/perf/allgather_floor" ]; then
     largest=$(awk 'END { print $1 }' "$out/ours.tsv")
     if [ -n "$largest" ] && [ $((largest / 2 % 64)) = 0 ] && [ "$largest" -ge 128 ]; then
-      "$build/perf/allgather_floor" $((largest / 2)) | sed -n 's/^floor ratio/# memory floor at '"$largest"' B: best possible ratio/p'
+      "$build/perf/allgather_floor" $((largest / 2)) |
+        sed -n -e 's/^floor ratio/# memory floor at '"$largest"' B: best possible ratio/p' \
+          -e 's/^mapped floor ratio/# memory floor at '"$largest"' B with mapped buffers (-R 1): best possible ratio/p'
     fi
   fi
 done

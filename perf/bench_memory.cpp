@@ -12,22 +12,33 @@
 namespace perf {
 namespace {
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-using HostBuffer = std::unique_ptr<char, FreeDeleter>;
+// Host memory from aligned_alloc, or (shared) from collMemAlloc, which ranks on this host
+// copy into and out of through mappings of their own.
+using HostBuffer = std::unique_ptr<char, void (*)(void*)>;
 
-HostBuffer allocHost(size_t bytes) {
+void freeShared(void* p) { collMemFree(p); }
+
+HostBuffer allocHost(size_t bytes, bool shared = false) {
+  if (shared) {
+    // collMemAlloc wants at least one byte; a sweep of empty messages (-e 0) gets a page.
+    void* p = nullptr;
+    collResult_t r = collMemAlloc(&p, bytes == 0 ? 1 : bytes);
+    if (r != collSuccess) {
+      throw std::runtime_error("collMemAlloc(" + std::to_string(bytes) + " bytes) failed: " +
+                               collGetErrorString(r) + ": " + collGetLastError(nullptr));
+    }
+    return HostBuffer(static_cast<char*>(p), freeShared);
+  }
   constexpr size_t kAlign = 4096;
   size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
   void* p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
   if (!p) throw std::runtime_error("cannot allocate " + std::to_string(bytes) + " bytes");
-  return HostBuffer(static_cast<char*>(p));
+  return HostBuffer(static_cast<char*>(p), std::free);
 }
 
 class HostMemory final : public BenchMemory {
  public:
-  explicit HostMemory(size_t bytes) : send_(allocHost(bytes)), recv_(allocHost(bytes)) {}
+  HostMemory(size_t bytes, bool shared) : send_(allocHost(bytes, shared)), recv_(allocHost(bytes, shared)) {}
   char* send() override { return send_.get(); }
   char* recv() override { return recv_.get(); }
   char* hostSend() override { return send_.get(); }
@@ -35,36 +46,6 @@ class HostMemory final : public BenchMemory {
 
  private:
   HostBuffer send_, recv_;
-};
-
-struct CollMemDeleter {
-  void operator()(void* p) const { collMemFree(p); }
-};
-using SharedBuffer = std::unique_ptr<char, CollMemDeleter>;
-
-SharedBuffer allocShared(size_t bytes) {
-  // collMemAlloc wants at least one byte; a sweep of empty messages (-e 0) gets a page.
-  void* p = nullptr;
-  collResult_t r = collMemAlloc(&p, bytes == 0 ? 1 : bytes);
-  if (r != collSuccess) {
-    throw std::runtime_error("collMemAlloc(" + std::to_string(bytes) + " bytes) failed: " +
-                             collGetErrorString(r) + ": " + collGetLastError(nullptr));
-  }
-  return SharedBuffer(static_cast<char*>(p));
-}
-
-// Host memory like HostMemory, but from collMemAlloc: ranks on this host copy into and
-// out of it through their own mappings of it.
-class SharedMemory final : public BenchMemory {
- public:
-  explicit SharedMemory(size_t bytes) : send_(allocShared(bytes)), recv_(allocShared(bytes)) {}
-  char* send() override { return send_.get(); }
-  char* recv() override { return recv_.get(); }
-  char* hostSend() override { return send_.get(); }
-  char* hostRecv() override { return recv_.get(); }
-
- private:
-  SharedBuffer send_, recv_;
 };
 
 #if PERF_HAVE_CUDA
@@ -98,8 +79,8 @@ class DeviceMemory final : public BenchMemory {
 
 }  // namespace
 
-std::unique_ptr<BenchMemory> makeHostMemory(size_t bytes) { return std::make_unique<HostMemory>(bytes); }
-std::unique_ptr<BenchMemory> makeSharedMemory(size_t bytes) { return std::make_unique<SharedMemory>(bytes); }
+std::unique_ptr<BenchMemory> makeHostMemory(size_t bytes) { return std::make_unique<HostMemory>(bytes, false); }
+std::unique_ptr<BenchMemory> makeSharedMemory(size_t bytes) { return std::make_unique<HostMemory>(bytes, true); }
 
 #if PERF_HAVE_CUDA
 std::string deviceBuffersUnavailable() { return cuda::available() ? "" : "no CUDA device"; }

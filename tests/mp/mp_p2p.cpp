@@ -12,19 +12,23 @@ uint64_t tagOf(uint32_t salt, int from, int to) {
 }
 
 // Everyone sends to the right and receives from the left, in one group. Large enough
-// counts would stall if the sends were issued blocking before the receives.
-void ringCase(Ctx& ctx, collDataType_t dt, size_t count, uint32_t salt) {
+// counts would stall if the sends were issued blocking before the receives. In place,
+// each rank sends a buffer and receives its replacement into it: the send carries the
+// buffer as it was when the group ended, whichever of the two moves first (large counts
+// go single-copy on shm, where the peer reads the buffer in place).
+void ringCase(Ctx& ctx, collDataType_t dt, size_t count, uint32_t salt, bool inPlace = false) {
   int right = (ctx.rank + 1) % ctx.nranks, left = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
   auto send = buffer(count, dt, 0), recv = buffer(count, dt, 0xA5), want = buffer(count, dt, 0);
+  auto& into = inPlace ? send : recv;
   fillPayload(send.data(), count, dt, tagOf(salt, ctx.rank, right));
   fillPayload(want.data(), count, dt, tagOf(salt, left, ctx.rank));
   MP_CALL(ctx, collGroupStart());
   MP_CALL(ctx, collSend(send.data(), count, dt, right, ctx.comm, nullptr));
-  MP_CALL(ctx, collRecv(recv.data(), count, dt, left, ctx.comm, nullptr));
+  MP_CALL(ctx, collRecv(into.data(), count, dt, left, ctx.comm, nullptr));
   MP_CALL(ctx, collGroupEnd());
-  expectEqual(cat("grouped send/recv ring ", typeName(dt), " count=", count, " from rank ", left,
-                  " (rank ", ctx.rank, " of ", ctx.nranks, ")"),
-              want.data(), recv.data(), count, dt);
+  expectEqual(cat("grouped ", inPlace ? "in-place " : "", "send/recv ring ", typeName(dt), " count=", count,
+                  " from rank ", left, " (rank ", ctx.rank, " of ", ctx.nranks, ")"),
+              want.data(), into.data(), count, dt);
   ++ctx.checks;
 }
 
@@ -53,25 +57,6 @@ void allPairsCase(Ctx& ctx, size_t count, uint32_t salt) {
   MP_CALL(ctx, collGroupEnd());
   expectEqual(cat("grouped send/recv all pairs int32 count=", count, " (rank ", ctx.rank, " of ", n, ")"),
               want.data(), recv.data(), count * n, dt);
-  ++ctx.checks;
-}
-
-// The same ring in place: each rank sends a buffer and receives its replacement into it,
-// in one group. The send carries the buffer as it was when the group ended, whichever of
-// the two moves first (large counts go single-copy on shm, where the peer reads it).
-void inPlaceRingCase(Ctx& ctx, size_t count, uint32_t salt) {
-  const collDataType_t dt = collFloat32;
-  int right = (ctx.rank + 1) % ctx.nranks, left = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
-  auto buf = buffer(count, dt, 0), want = buffer(count, dt, 0);
-  fillPayload(buf.data(), count, dt, tagOf(salt, ctx.rank, right));
-  fillPayload(want.data(), count, dt, tagOf(salt, left, ctx.rank));
-  MP_CALL(ctx, collGroupStart());
-  MP_CALL(ctx, collSend(buf.data(), count, dt, right, ctx.comm, nullptr));
-  MP_CALL(ctx, collRecv(buf.data(), count, dt, left, ctx.comm, nullptr));
-  MP_CALL(ctx, collGroupEnd());
-  expectEqual(cat("grouped in-place send/recv ring float32 count=", count, " from rank ", left, " (rank ",
-                  ctx.rank, " of ", ctx.nranks, ")"),
-              want.data(), buf.data(), count, dt);
   ++ctx.checks;
 }
 
@@ -104,7 +89,7 @@ void runPointToPointTests(Ctx& ctx) {
   for (size_t count : {size_t{1}, size_t{1001}, ctx.quick ? size_t{4099} : size_t{65537}})
     allPairsCase(ctx, count, ++serial);
   for (size_t count : testCounts(ctx, collFloat32, 1, ++rotation)) nonblockingCase(ctx, count, ++serial);
-  for (size_t count : {size_t{1}, size_t{40000}, size_t{1} << 20}) inPlaceRingCase(ctx, count, ++serial);
+  for (size_t count : {size_t{1}, size_t{40000}, size_t{1} << 20}) ringCase(ctx, collFloat32, count, ++serial, true);
 }
 
 }  // namespace mp

@@ -287,6 +287,19 @@ TEST(ShmCoop, CorruptOfferIsAnErrorOnTheSender) {
   expectRemoteError(driveUntilError(c.p.a, {&c.s}), "corrupt cooperative copy");
 }
 
+// Rank 0 writes `rec` as the next record of its ring by hand; rank 1's receive of 4096
+// bytes must fail with a message containing `needle`.
+void expectRecordRefused(Pair& p, const shm::Record& rec, const std::string& needle) {
+  const shm::Segment& seg = p.shmA()->segment();
+  int ch = p.shmA()->side();
+  std::memcpy(seg.ring(ch), &rec, sizeof rec);
+  std::atomic_ref<uint64_t>(seg.chan(ch)->head).store(64, std::memory_order_release);
+  std::vector<uint8_t> in(4096);
+  Xfer r{in.data(), in.size()};
+  p.b->postRecv(&r);
+  expectRemoteError(driveUntilError(p.b, {&r}), needle);
+}
+
 // A peer may neither ask us to read it nor announce pushes into us unless single-copy
 // was negotiated.
 TEST(ShmFault, SingleCopyRecordWhenNotNegotiated) {
@@ -294,15 +307,7 @@ TEST(ShmFault, SingleCopyRecordWhenNotNegotiated) {
     Config cfg = Config::fromEnv();
     cfg.set("COLL_SHM_CMA", "0");
     Pair p(cfg);
-    const shm::Segment& seg = p.shmA()->segment();
-    int ch = p.shmA()->side();
-    shm::Record rec{tag, 0, 4096, 0x1000, RegionRef{}};
-    std::memcpy(seg.ring(ch), &rec, sizeof rec);
-    std::atomic_ref<uint64_t>(seg.chan(ch)->head).store(64, std::memory_order_release);
-    std::vector<uint8_t> in(4096);
-    Xfer r{in.data(), in.size()};
-    p.b->postRecv(&r);
-    expectRemoteError(driveUntilError(p.b, {&r}), "single-copy was not negotiated");
+    expectRecordRefused(p, shm::Record{tag, 0, 4096, 0x1000, RegionRef{}}, "single-copy was not negotiated");
   }
 }
 
@@ -310,16 +315,9 @@ TEST(ShmFault, SingleCopyRecordWhenNotNegotiated) {
 // send a mapped copy past the region's end: refused before anything is mapped.
 TEST(ShmFault, SingleCopyRecordOutsideItsRegion) {
   Pair p(Config::fromEnv());
-  const shm::Segment& seg = p.shmA()->segment();
-  int ch = p.shmA()->side();
-  shm::Record rec{shm::kTagSingle, 0, 4096, 0x100000, RegionRef{0x100000, 4096, 1, 3, 0}};
-  rec.addr = 0x100800;  // its last half is past the region's end
-  std::memcpy(seg.ring(ch), &rec, sizeof rec);
-  std::atomic_ref<uint64_t>(seg.chan(ch)->head).store(64, std::memory_order_release);
-  std::vector<uint8_t> in(4096);
-  Xfer r{in.data(), in.size()};
-  p.b->postRecv(&r);
-  expectRemoteError(driveUntilError(p.b, {&r}), "outside the shared region it named");
+  // The buffer's last half is past the region's end.
+  expectRecordRefused(p, shm::Record{shm::kTagSingle, 0, 4096, 0x100800, RegionRef{0x100000, 4096, 1, 3, 0}},
+                      "outside the shared region it named");
 }
 
 TEST(ShmCoop, OfferOutsideItsRegionIsAnErrorOnTheSender) {

@@ -38,6 +38,20 @@ void Progress::recv(int peer, void* buf, size_t bytes, Xfer* x, bool assist) {
   comm_.link(peer).postRecv(x);
 }
 
+void Progress::recvReduce(int peer, void* buf, const void* with, size_t bytes, collDataType_t dt,
+                          collRedOp_t op, Xfer* x) {
+  touch(peer);
+  *x = Xfer{};
+  x->buf = buf;
+  x->bytes = bytes;
+  x->with = with;
+  x->dtype = dt;
+  x->op = op;
+  comm_.link(peer).postRecv(x);
+}
+
+bool Progress::linkReducesOnReceive(int peer) const { return comm_.link(peer).reducesOnReceive(); }
+
 bool Progress::poll() {
   bool moved = false;
   for (Link* l : links_) moved |= l->progress();

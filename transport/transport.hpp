@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "collective.h"
+
 namespace coll {
 
 class Bootstrap;
@@ -40,6 +42,13 @@ struct Xfer {
   // keeps), piece by piece while each piece is in cache from the send, and has done so
   // by the time the send completes. Must not overlap buf.
   void* mirror = nullptr;
+  // Receives on links whose reducesOnReceive() is true: with `with` set, the transport
+  // stores reduceBuffers(with, incoming) (core/reduce.hpp: a = with, b = the peer's
+  // bytes) into buf, in the same pass that reads the incoming bytes, instead of storing
+  // them. buf may equal with; bytes must be a whole number of `dtype` elements.
+  const void* with = nullptr;
+  collDataType_t dtype = collFloat32;
+  collRedOp_t op = collSum;
 };
 
 class Link {
@@ -60,6 +69,9 @@ class Link {
   virtual const char* transportName() const = 0;
   // Whether sends honour Xfer::mirror; callers of links that do not copy it themselves.
   virtual bool copiesMirror() const { return false; }
+  // Whether receives honour Xfer::with (reduce while receiving); callers of other links
+  // receive into a buffer of their own and reduce afterwards.
+  virtual bool reducesOnReceive() const { return false; }
 };
 
 // What a transport gets to set itself up; owned by the communicator.

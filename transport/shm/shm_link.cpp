@@ -1,6 +1,7 @@
 #include "transport/shm/shm_link.hpp"
 
 #include "core/error.hpp"
+#include "core/types.hpp"
 
 namespace coll::shm {
 
@@ -49,6 +50,11 @@ void ShmLink::postRecv(Xfer* x) {
   COLL_CHECK_ARG(x != nullptr, "shm postRecv from rank ", p_.peer, ": xfer is null");
   COLL_CHECK_ARG(x->buf != nullptr || x->bytes == 0, "shm postRecv from rank ", p_.peer,
                  ": buf is null for ", x->bytes, " bytes");
+  if (x->with) {
+    const size_t es = typeSize(x->dtype);
+    COLL_CHECK_ARG(es > 0 && x->bytes % es == 0, "shm postRecv from rank ", p_.peer, ": a reducing receive of ",
+                   x->bytes, " bytes is not a whole number of ", es, "-byte elements");
+  }
   throwIfFailed();
   x->done = 0;
   x->complete = false;

@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 
 #include "collective.h"
@@ -110,6 +111,7 @@ class ShmLink final : public Link {
   void waitActivity(int timeoutMs) override;
   const char* transportName() const override { return "shm"; }
   bool copiesMirror() const override { return true; }
+  bool reducesOnReceive() const override { return true; }
 
   // The mapping, for tests that play a hostile peer.
   const Segment& segment() const { return seg_; }
@@ -146,6 +148,11 @@ class ShmLink final : public Link {
   // Copies one piece between our buffer and the peer's (write: we push into the peer).
   // `region`: the peer's collMemAlloc region holding `remote`, if any (then a mapping).
   void copyRemote(void* local, uint64_t remote, size_t n, bool write, const RegionRef& region);
+  // Lands n incoming bytes at offset off of a receive: stored, or reduced with x->with.
+  static void land(Xfer* x, size_t off, const void* src, size_t n);
+  // A single-copy piece of a reducing receive: combined straight out of the peer's
+  // mapped (or same-process) buffer, else read through the kernel a bounce piece at a time.
+  void reduceRemote(Xfer* x, size_t off, size_t n);
   size_t available(size_t want);
   void publishTail();
 
@@ -196,6 +203,7 @@ class ShmLink final : public Link {
 
   PeerRegions regions_;
   uint64_t mappedBytes_ = 0;
+  std::unique_ptr<uint8_t[]> bounce_;  // reducing receives read through the kernel
 
   // Idle bookkeeping.
   int idleCalls_ = 0;

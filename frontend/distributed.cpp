@@ -69,26 +69,42 @@ void DistributedOptimizer::reduceAtStep(collComm_t comm) {
   atStep_ = comm;
 }
 
-void DistributedOptimizer::stepPacked() {
-  const auto& params = sgd_.params();
-  size_t total = 0;
-  for (Param* p : params) total += static_cast<size_t>(p->grad.numel());
-  if (packed_.size() != total) packed_ = collective::SharedArray<float>(total);
+bool DistributedOptimizer::gradsArePacked() const {
+  if (!packed_) return false;
   size_t at = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (fold_) sgd_.foldMomentum(i);
-    const Tensor& g = params[i]->grad;
-    std::copy_n(g.data(), g.numel(), packed_.data() + at);
-    at += static_cast<size_t>(g.numel());
-  }
-  collCheck(collAllReduce(packed_.data(), packed_.data(), total, collFloat32, collAvg, atStep_,
-                          nullptr),
-            atStep_, "collAllReduce(gradients)");
-  at = 0;
-  for (Param* p : params) {
-    std::copy_n(packed_.data() + at, p->grad.numel(), p->grad.data());
+  for (const Param* p : sgd_.params()) {
+    if (p->grad.data() != packed_.get() + at) return false;
     at += static_cast<size_t>(p->grad.numel());
   }
+  return at == packedSize_;
+}
+
+// Moves every gradient into one buffer and leaves each parameter's grad a view of its
+// part: layers write their gradients there from then on. Done again only if something
+// replaced a grad tensor.
+void DistributedOptimizer::packGradients() {
+  size_t total = 0;
+  for (const Param* p : sgd_.params()) total += static_cast<size_t>(p->grad.numel());
+  auto owner = std::make_shared<collective::SharedArray<float>>(std::max<size_t>(total, 1));
+  std::shared_ptr<float[]> base(owner, owner->data());
+  size_t at = 0;
+  for (Param* p : sgd_.params()) {
+    Tensor view = Tensor::wrap(std::shared_ptr<float[]>(base, base.get() + at), p->grad.shape());
+    view.copyFrom(p->grad);
+    p->grad = view;
+    at += static_cast<size_t>(view.numel());
+  }
+  packed_ = std::move(base);
+  packedSize_ = total;
+}
+
+void DistributedOptimizer::stepPacked() {
+  if (!gradsArePacked()) packGradients();
+  if (fold_)
+    for (size_t i = 0; i < sgd_.params().size(); ++i) sgd_.foldMomentum(i);
+  collCheck(collAllReduce(packed_.get(), packed_.get(), packedSize_, collFloat32, collAvg, atStep_,
+                          nullptr),
+            atStep_, "collAllReduce(gradients)");
   if (fold_)
     sgd_.stepFolded();
   else

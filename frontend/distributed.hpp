@@ -19,6 +19,8 @@
 // end of every step).
 #pragma once
 
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "collective/hvd.hpp"
@@ -50,12 +52,17 @@ class DistributedOptimizer {
   // `comm` (same ranks as the engine's, not used by anything else concurrently) instead
   // of through the engine. Uncompressed only: throws collInvalidUsage with compression.
   void reduceAtStep(collComm_t comm);
+  // reduceAtStep's buffer of every gradient (empty before the first step); the
+  // parameters' grads are views into it.
+  std::span<const float> packedGradients() const { return {packed_.get(), packedSize_}; }
   bool reducesAtStep() const { return atStep_ != nullptr; }
   Sgd& sgd() { return sgd_; }
 
  private:
   void submit(Param& p);
   void stepPacked();
+  bool gradsArePacked() const;
+  void packGradients();
 
   Sequential& model_;
   Sgd& sgd_;
@@ -67,9 +74,12 @@ class DistributedOptimizer {
   std::vector<Param*> submitted_;
   bool compressed_ = false;
   collComm_t atStep_ = nullptr;
-  // Every gradient, for reduceAtStep: collMemAlloc memory, which a peer process on this
-  // host reads and writes through a mapping of its own (no system call per piece).
-  collective::SharedArray<float> packed_{0};
+  // Every gradient, for reduceAtStep: one collMemAlloc buffer, which a peer process on
+  // this host reads and writes through a mapping of its own (no system call per piece).
+  // From the first step on, each parameter's grad is a view into it (as DDP's
+  // gradient_as_bucket_view), so the all-reduce needs no copy in or out.
+  std::shared_ptr<float[]> packed_;
+  size_t packedSize_ = 0;
 };
 
 hvd::Tensor hvdView(Tensor& t);

@@ -58,6 +58,16 @@ Tensor Tensor::fromVector(Shape shape, const std::vector<float>& values) {
   return t;
 }
 
+Tensor Tensor::wrap(std::shared_ptr<float[]> storage, Shape shape) {
+  Tensor t;
+  t.numel_ = shapeNumel(shape);
+  COLL_CHECK_ARG(storage != nullptr || t.numel_ == 0, "Tensor::wrap: no storage for shape ",
+                 shapeString(shape));
+  t.shape_ = std::move(shape);
+  t.storage_ = std::move(storage);
+  return t;
+}
+
 int64_t Tensor::dim(size_t i) const {
   COLL_CHECK_ARG(i < shape_.size(), "Tensor::dim(", i, ") on a tensor of shape ",
                  shapeString(shape_));

@@ -27,6 +27,9 @@ class Tensor {
   // Zero-filled storage of the given shape.
   explicit Tensor(Shape shape, Device device = Device::CPU);
   static Tensor fromVector(Shape shape, const std::vector<float>& values);
+  // A tensor over storage allocated elsewhere, e.g. a view into one larger buffer made
+  // with shared_ptr's aliasing constructor (the buffer then lives while any view does).
+  static Tensor wrap(std::shared_ptr<float[]> storage, Shape shape);
 
   bool defined() const { return storage_ != nullptr; }
   Device device() const { return device_; }

@@ -115,6 +115,16 @@ std::vector<Snapshot> trainRanks(const Dataset& data, int nranks, bool syncBn,
         trainStep(*m, data, s * kGlobalBatch + rank * local, local, x, labels, ce);
         dopt.step();
       }
+      if (atStep) {
+        // Every grad is a view into the one buffer the all-reduce works on.
+        const std::span<const float> packed = dopt.packedGradients();
+        size_t at = 0;
+        for (Param* p : m->parameters()) {
+          EXPECT_EQ(p->grad.data(), packed.data() + at) << p->name;
+          at += static_cast<size_t>(p->grad.numel());
+        }
+        EXPECT_EQ(at, packed.size());
+      }
     }
     out[rank] = snapshot(*m);
     ctx->shutdown();

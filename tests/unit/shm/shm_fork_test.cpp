@@ -58,6 +58,15 @@ std::unique_ptr<Link> connectPair(int fd, int rank, pid_t parent, pid_t child,
   return connectShmPair(boot, rank, parent, child, tag, cfg);
 }
 
+// Closes our end of the link, expects the child to exit with 0 and nothing of the pair
+// to be left in /dev/shm.
+void closePair(std::unique_ptr<Link>& link, const Child& c, const std::string& tag) {
+  link.reset();
+  EXPECT_EQ(reap(c.pid), 0);
+  ::close(c.fd);
+  EXPECT_TRUE(shmLeftovers(tag).empty());
+}
+
 // collMemAlloc memory for the buffers of one window, each at its own offset of one
 // region (so that a peer translates offsets, not just bases).
 class SharedWindow {
@@ -77,6 +86,14 @@ class SharedWindow {
   std::vector<size_t> at_;
   uint8_t* base_;
 };
+
+// Posts a receive, then a send, and notes both for drive().
+void postPair(Link* link, Xfer* send, Xfer* recv, std::vector<Xfer*>& all) {
+  link->postRecv(recv);
+  link->postSend(send);
+  all.push_back(send);
+  all.push_back(recv);
+}
 
 // Both directions at once, every size posted as one window; returns wrong messages.
 // Two sends in three also copy their data into a mirror (push records where the sender
@@ -104,10 +121,7 @@ int exchange(Link* link, int me, const std::vector<size_t>& sizes, bool sharedBu
     if (i % 3 != 0) sx[i].mirror = m;
     rx[i] = Xfer{r, sizes[i]};
     rx[i].assist = i % 2 == 0;  // large ones then go cooperative: the sender pushes pieces too
-    link->postRecv(&rx[i]);
-    link->postSend(&sx[i]);
-    all.push_back(&sx[i]);
-    all.push_back(&rx[i]);
+    postPair(link, &sx[i], &rx[i], all);
   }
   drive({link}, all);
   int bad = 0;
@@ -145,10 +159,7 @@ TEST_P(ShmFork, ExchangeBetweenProcesses) {
   ASSERT_NE(shm, nullptr);
   EXPECT_EQ(shm->singleCopySend(), cma) << "the child (our descendant) may read us";
   EXPECT_EQ(exchange(link.get(), 0, sizes), 0);
-  link.reset();
-  EXPECT_EQ(reap(c.pid), 0);
-  ::close(c.fd);
-  EXPECT_TRUE(shmLeftovers(tag).empty());
+  closePair(link, c, tag);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shm, ShmFork, ::testing::Values(true, false),
@@ -186,10 +197,7 @@ TEST(ShmFork, SharedBuffersAreCopiedThroughMappings) {
   const uint64_t mine = shm->mappedBytes();
   EXPECT_EQ(exchange(link.get(), 0, sizes, false), 0) << "plain buffers after shared ones";
   EXPECT_EQ(shm->mappedBytes(), mine) << "plain buffers must not go through mappings";
-  link.reset();
-  EXPECT_EQ(reap(c.pid), 0);
-  ::close(c.fd);
-  EXPECT_TRUE(shmLeftovers(tag).empty());
+  closePair(link, c, tag);
 }
 
 // Floats that sum exactly: what rank `me` contributes to element i of message k.
@@ -225,10 +233,7 @@ int exchangeReducing(Link* link, int me, const std::vector<size_t>& counts, bool
     rx[k].with = inPlace ? r : o;
     rx[k].dtype = collFloat32;
     rx[k].op = collSum;
-    link->postRecv(&rx[k]);
-    link->postSend(&sx[k]);
-    all.push_back(&sx[k]);
-    all.push_back(&rx[k]);
+    postPair(link, &sx[k], &rx[k], all);
   }
   drive({link}, all);
   int bad = 0;
@@ -279,10 +284,7 @@ TEST(ShmFork, ReducingReceivesOnEveryPath) {
     ASSERT_NE(shm, nullptr);
     EXPECT_EQ(exchangeReducing(link.get(), 0, counts, cs.shared), 0);
     EXPECT_EQ(shm->mappedBytes() > 0, cs.shared) << "mapped reads only for collMemAlloc buffers";
-    link.reset();
-    EXPECT_EQ(reap(c.pid), 0);
-    ::close(c.fd);
-    EXPECT_TRUE(shmLeftovers(tag).empty());
+    closePair(link, c, tag);
   }
 }
 
@@ -367,10 +369,7 @@ TEST(ShmFork, RefusedSingleCopyFallsBackPerDirection) {
   EXPECT_FALSE(shm->singleCopySend()) << "the child cannot read us";
   EXPECT_TRUE(shm->singleCopyRecv()) << "we can still read the child";
   EXPECT_EQ(exchange(link.get(), 0, sizes), 0);
-  link.reset();
-  EXPECT_EQ(reap(c.pid), 0);
-  ::close(c.fd);
-  EXPECT_TRUE(shmLeftovers(tag).empty());
+  closePair(link, c, tag);
 }
 
 TEST(ShmFork, KilledPeerTurnsWaitIntoError) {

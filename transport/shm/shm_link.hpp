@@ -151,7 +151,7 @@ class ShmLink final : public Link {
   // Lands n incoming bytes at offset off of a receive: stored, or reduced with x->with.
   static void land(Xfer* x, size_t off, const void* src, size_t n);
   // A single-copy piece of a reducing receive: combined straight out of the peer's
-  // mapped (or same-process) buffer, else read through the kernel a bounce piece at a time.
+  // mapped (or same-process) buffer, else read through the kernel into a bounce buffer.
   void reduceRemote(Xfer* x, size_t off, size_t n);
   size_t available(size_t want);
   void publishTail();
@@ -204,6 +204,7 @@ class ShmLink final : public Link {
   PeerRegions regions_;
   uint64_t mappedBytes_ = 0;
   std::unique_ptr<uint8_t[]> bounce_;  // reducing receives read through the kernel
+  size_t bounceBytes_ = 0;
 
   // Idle bookkeeping.
   int idleCalls_ = 0;

@@ -175,16 +175,14 @@ void ShmLink::reduceRemote(Xfer* x, size_t off, size_t n) {
     mappedBytes_ += n;
     return;
   }
-  // Through the kernel, which can only copy: into a bounce piece (fewer, larger system
-  // calls measured better than 64K pieces that stay in L2), then reduced from there.
-  constexpr size_t kBounce = size_t{256} << 10;
-  if (!bounce_) bounce_ = std::make_unique<uint8_t[]>(kBounce);
-  for (size_t done = 0; done < n;) {
-    const size_t m = std::min(kBounce, n - done);
-    copyRemote(bounce_.get(), remote + done, m, false, RegionRef{});
-    land(x, off + done, bounce_.get(), m);
-    done += m;
+  // Through the kernel, which can only copy: the whole step into a bounce buffer with one
+  // system call, as an unfused receive would into its staging slot, then reduced.
+  if (bounceBytes_ < n) {
+    bounce_ = std::make_unique<uint8_t[]>(n);
+    bounceBytes_ = n;
   }
+  copyRemote(bounce_.get(), remote, n, false, RegionRef{});
+  land(x, off, bounce_.get(), n);
 }
 
 // Opens the current single-copy record to the sender as well (see ChanCtl).

@@ -251,8 +251,8 @@ int exchangeReducing(Link* link, int me, const std::vector<size_t>& counts, bool
 }
 
 // Receives that reduce as they land, on every data path: inline records, pieces staged
-// through the ring (wrapping), single-copy reads through the kernel (a bounce piece at a
-// time) and through mappings of collMemAlloc memory; in and out of place.
+// through the ring (wrapping), single-copy reads through the kernel (into a
+// bounce buffer, step by step) and through mappings of collMemAlloc memory; in and out of place.
 TEST(ShmFork, ReducingReceivesOnEveryPath) {
   struct Case {
     const char* name;
@@ -269,7 +269,7 @@ TEST(ShmFork, ReducingReceivesOnEveryPath) {
     }
     const size_t t = cfg.getSize("COLL_SHM_CMA_THRESHOLD") / sizeof(float);
     // 0, inline (up to 12 floats), streamed, around the single-copy threshold, and more
-    // than one kernel bounce piece and one single-copy step.
+    // than one single-copy step.
     const std::vector<size_t> counts = {0, 1, 12, 13, 1000, t - 1, t, t + 1, (1u << 20) + 3, 5};
     std::string tag = uniqueTag();
     pid_t parent = getpid();

@@ -50,7 +50,9 @@ void Progress::recvReduce(int peer, void* buf, const void* with, size_t bytes, c
   comm_.link(peer).postRecv(x);
 }
 
-bool Progress::linkReducesOnReceive(int peer) const { return comm_.link(peer).reducesOnReceive(); }
+bool Progress::linkReducesOnReceive(int peer, const void* with, size_t bytes) const {
+  return comm_.link(peer).reducesOnReceive(with, bytes);
+}
 
 bool Progress::poll() {
   bool moved = false;

@@ -48,11 +48,11 @@ class Progress {
   bool linkCopiesMirror(int peer) const;
   // assist: see Xfer::assist.
   void recv(int peer, void* buf, size_t bytes, Xfer* x, bool assist = false);
-  // A receive that lands as buf = reduce(with, incoming); only on links that do it
-  // (linkReducesOnReceive), see Xfer::with.
+  // A receive that lands as buf = reduce(with, incoming); only where
+  // linkReducesOnReceive said yes for that data, see Xfer::with.
   void recvReduce(int peer, void* buf, const void* with, size_t bytes, collDataType_t dt,
                   collRedOp_t op, Xfer* x);
-  bool linkReducesOnReceive(int peer) const;
+  bool linkReducesOnReceive(int peer, const void* with, size_t bytes) const;
   // One progress pass over every link this operation has used; true if anything moved.
   bool poll();
   // Progresses until done() holds.

@@ -61,7 +61,8 @@ class RingRunner {
     // It pays once blocks span several chunks (2 ranks over shm, collMemAlloc buffers:
     // 8 MiB 1.5-2x, 64 MiB 1.2-1.3x faster); with one chunk per block it measured slower
     // (1 MiB in place: 110 against 50 us), so there the chunk is still staged.
-    fused_ = rs.reduceSteps > 0 && rs.blocks.cnt(0) > chunkElems_ && pg.linkReducesOnReceive(prev_);
+    fused_ = rs.reduceSteps > 0 && rs.blocks.cnt(0) > chunkElems_ &&
+             pg.linkReducesOnReceive(prev_, rs.local, rs.blocks.off(n_) * es_);
     if (rs.reduceSteps > 0 && !fused_)
       slots_ = static_cast<char*>(comm.scratch(depth_ * chunkElems_ * es_, 0));
   }

@@ -69,9 +69,15 @@ class Link {
   virtual const char* transportName() const = 0;
   // Whether sends honour Xfer::mirror; callers of links that do not copy it themselves.
   virtual bool copiesMirror() const { return false; }
-  // Whether receives honour Xfer::with (reduce while receiving); callers of other links
-  // receive into a buffer of their own and reduce afterwards.
-  virtual bool reducesOnReceive() const { return false; }
+  // Whether receives that reduce with `with` (`bytes` long) are best posted as reducing
+  // receives (Xfer::with): the link then reads the incoming bytes once, in the reduction.
+  // Links that answer false may not be given such receives; callers receive into a buffer
+  // of their own and reduce afterwards.
+  virtual bool reducesOnReceive(const void* with, size_t bytes) const {
+    (void)with;
+    (void)bytes;
+    return false;
+  }
 };
 
 // What a transport gets to set itself up; owned by the communicator.

@@ -33,19 +33,25 @@ class ChainReduce final : public Algorithm {
     const size_t depth = static_cast<size_t>(pipelineDepth(comm));
     const size_t nchunks = (a.count + chunkElems - 1) / chunkElems;
     char* slots = first ? nullptr : static_cast<char*>(comm.scratch(depth * chunkElems * es, 0));
+    const int next = (r + 1) % n, prev = modRank(r - 1, n);
+    // As in the ring (ring_stream.cpp): a link that reduces while receiving lands each
+    // chunk as its sum with our contribution, where the staged path would reduce it later.
+    Progress pg(comm, "reduce (chain)");
+    const bool fused = !first && nchunks > 1 && pg.linkReducesOnReceive(prev, in, a.count * es);
     auto len = [&](size_t k) { return std::min(chunkElems, a.count - k * chunkElems); };
     auto slot = [&](size_t k) { return slots + (k % depth) * chunkElems * es; };
-    const int next = (r + 1) % n, prev = modRank(r - 1, n);
     std::vector<Xfer> sx(depth), rx(depth);
     const size_t sTotal = isRoot ? 0 : nchunks, rTotal = first ? 0 : nchunks;
     size_t sPosted = 0, sDone = 0, rPosted = 0, rDone = 0;
-    Progress pg(comm, "reduce (chain)");
     while (sDone < sTotal || rDone < rTotal) {
       bool acted = false;
       // A middle rank reduces into the receive slot and sends from it, so a slot is
       // free again only when its send has completed.
       while (rPosted < rTotal && rPosted - rDone < depth && (isRoot || rPosted - sDone < depth)) {
-        pg.recv(prev, slot(rPosted), len(rPosted) * es, &rx[rPosted % depth]);
+        const size_t at = rPosted * chunkElems * es;
+        char* out = isRoot ? static_cast<char*>(a.recvbuf) + at : slot(rPosted);
+        if (fused) pg.recvReduce(prev, out, in + at, len(rPosted) * es, a.dtype, a.op, &rx[rPosted % depth]);
+        else pg.recv(prev, slot(rPosted), len(rPosted) * es, &rx[rPosted % depth]);
         ++rPosted;
         acted = true;
       }
@@ -59,7 +65,7 @@ class ChainReduce final : public Algorithm {
       while (rDone < rPosted && rx[rDone % depth].complete) {
         size_t k = rDone, at = k * chunkElems * es;
         char* out = isRoot ? static_cast<char*>(a.recvbuf) + at : slot(k);
-        reduceBuffers(out, in + at, slot(k), len(k), a.dtype, a.op);
+        if (!fused) reduceBuffers(out, in + at, slot(k), len(k), a.dtype, a.op);
         if (isRoot && a.op == collAvg) finishAverage(out, len(k), a.dtype, n);
         ++rDone;
         acted = true;

@@ -46,6 +46,10 @@ void ShmLink::postSend(Xfer* x) {
   if (sendQ_.size() == 1) pumpSends();
 }
 
+bool ShmLink::reducesOnReceive(const void* with, size_t bytes) const {
+  return p_.sameProcess || SharedAllocations::instance().find(with, bytes).valid();
+}
+
 void ShmLink::postRecv(Xfer* x) {
   COLL_CHECK_ARG(x != nullptr, "shm postRecv from rank ", p_.peer, ": xfer is null");
   COLL_CHECK_ARG(x->buf != nullptr || x->bytes == 0, "shm postRecv from rank ", p_.peer,

@@ -111,7 +111,11 @@ class ShmLink final : public Link {
   void waitActivity(int timeoutMs) override;
   const char* transportName() const override { return "shm"; }
   bool copiesMirror() const override { return true; }
-  bool reducesOnReceive() const override { return true; }
+  // Yes between threads of one process, and for collMemAlloc memory: a peer that
+  // allocates alike has its data mapped here. Other data only the kernel can copy, into
+  // a buffer first, which gains nothing over the caller's staged reduction (a reducing
+  // receive still works then; it is just not asked for).
+  bool reducesOnReceive(const void* with, size_t bytes) const override;
 
   // The mapping, for tests that play a hostile peer.
   const Segment& segment() const { return seg_; }

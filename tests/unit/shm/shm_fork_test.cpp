@@ -279,7 +279,11 @@ TEST(ShmFork, ReducingReceivesOnEveryPath) {
     });
     ASSERT_GT(c.pid, 0);
     auto link = connectPair(c.fd, 0, parent, c.pid, tag, cfg);
-    ASSERT_TRUE(link->reducesOnReceive());
+    // Asked for only where the peer's data can be read in place: collMemAlloc memory.
+    std::vector<float> plain(16);
+    SharedWindow sharedOne({64});
+    EXPECT_FALSE(link->reducesOnReceive(plain.data(), 64));
+    EXPECT_TRUE(link->reducesOnReceive(sharedOne.at(0), 64));
     auto* shm = dynamic_cast<shm::ShmLink*>(link.get());
     ASSERT_NE(shm, nullptr);
     EXPECT_EQ(exchangeReducing(link.get(), 0, counts, cs.shared), 0);

@@ -32,12 +32,14 @@ class ChainReduce final : public Algorithm {
     const size_t chunkElems = std::max<size_t>(1, pipelineChunkBytes(comm) / es);
     const size_t depth = static_cast<size_t>(pipelineDepth(comm));
     const size_t nchunks = (a.count + chunkElems - 1) / chunkElems;
-    char* slots = first ? nullptr : static_cast<char*>(comm.scratch(depth * chunkElems * es, 0));
     const int next = (r + 1) % n, prev = modRank(r - 1, n);
     // As in the ring (ring_stream.cpp): a link that reduces while receiving lands each
     // chunk as its sum with our contribution, where the staged path would reduce it later.
     Progress pg(comm, "reduce (chain)");
     const bool fused = !first && nchunks > 1 && pg.linkReducesOnReceive(prev, in, a.count * es);
+    // Middle ranks send from their slots; a fused root receives straight into recvbuf.
+    const bool needSlots = !first && !(fused && isRoot);
+    char* slots = needSlots ? static_cast<char*>(comm.scratch(depth * chunkElems * es, 0)) : nullptr;
     auto len = [&](size_t k) { return std::min(chunkElems, a.count - k * chunkElems); };
     auto slot = [&](size_t k) { return slots + (k % depth) * chunkElems * es; };
     std::vector<Xfer> sx(depth), rx(depth);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -167,7 +168,7 @@ TYPED_TEST(ReduceOps, FinishAverageDividesOnce) {
   using T = typename TypeParam::Type;
   const size_t n = 1500;
   const auto src = reftest::randomValues<T>(n, 9, TypeParam::is16);
-  for (int ranks : {1, 2, 3, 7, 1000}) {
+  for (int ranks : {1, 2, 3, 4, 7, 8, 1000, 1024}) {
     auto got = src;
     coll::finishAverage(got.data(), n, TypeParam::dt, ranks);
     std::vector<T> want(n);
@@ -275,6 +276,33 @@ TEST(ReduceEdges, AverageTruncatesAndDivides) {
   double d[] = {1.0};
   coll::finishAverage(d, 1, collFloat64, 3);
   EXPECT_EQ(d[0], 1.0 / 3.0);
+}
+
+// Powers of two are averaged by multiplying with the exact reciprocal: the same bits as
+// the division, also where the quotient is subnormal, rounds to zero, or is a NaN/Inf.
+template <typename T>
+void checkPowerOfTwoAverage() {
+  using Lim = std::numeric_limits<T>;
+  std::vector<T> src = {Lim::denorm_min(), -Lim::denorm_min(), Lim::min(), -Lim::min(),
+                        Lim::min() * T(3), Lim::denorm_min() * T(5), Lim::max(), -Lim::max(),
+                        Lim::infinity(), -Lim::infinity(), T(0), -T(0), T(1), T(-3), T(1e-30),
+                        T(0.1), Lim::epsilon(), T(7) / T(3)};
+  for (int i = 1; i < 200; ++i) src.push_back(Lim::min() * static_cast<T>(i) / T(64));
+  for (int ranks : {2, 4, 8, 64, 1 << 20}) {
+    auto got = src;
+    coll::finishAverage(got.data(), got.size(), std::is_same_v<T, float> ? collFloat32 : collFloat64,
+                        ranks);
+    for (size_t i = 0; i < src.size(); ++i) {
+      const T want = src[i] / static_cast<T>(ranks);
+      EXPECT_EQ(std::memcmp(&got[i], &want, sizeof(T)), 0)
+          << src[i] << " / " << ranks << ": got " << got[i] << ", want " << want;
+    }
+  }
+}
+
+TEST(ReduceEdges, PowerOfTwoAverageHasTheDivisionsBits) {
+  checkPowerOfTwoAverage<float>();
+  checkPowerOfTwoAverage<double>();
 }
 
 TEST(ReduceEdges, BadArgumentsThrow) {

@@ -17,6 +17,8 @@ ShmLink::ShmLink(Segment seg, int side, const LinkParams& p)
       inRing_(seg_.ring(1 - side)),
       cap_(seg_.ringBytes()),
       mask_(seg_.ringBytes() - 1),
+      outKey_(seg_.recordKey(side)),
+      inKey_(seg_.recordKey(1 - side)),
       regions_(p.peerPid),
       lastSlowCheck_(std::chrono::steady_clock::now()) {
   // Stream sizes must stay multiples of a line so that a header line never wraps.

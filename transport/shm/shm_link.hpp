@@ -5,6 +5,8 @@
 //
 //   data record    one header line; payloads up to kInlineMax bytes sit in that line,
 //                  larger ones follow it, streamed in pieces as ring space frees up
+//   whole record   a data record whose payload (up to one stage chunk) was written in
+//                  full behind the header before the header itself
 //   single-copy    one header line carrying the address and length of the sender's
 //                  buffer; the receiver copies straight out of it (process_vm_readv, or
 //                  memcpy when the peer is a thread of this process) and then bumps
@@ -14,6 +16,14 @@
 //                  sender writes every piece (process_vm_writev) and copies it into the
 //                  mirror right after, while it is still in cache, so its source is read
 //                  from memory once for both copies
+//
+// The first word of a header (tag and sequence number) is written last and sealed with
+// the channel's random key (SegHeader::recordKey). A receiver that waits for a record
+// watches that word instead of the ring's head counter: a small message then costs one
+// cache-line transfer between the cores, not two (the counter's line, then the record's).
+// Stale bytes where the next header goes (an old header, or the payload of an earlier
+// record) do not decode to the expected sequence number. The head counter stays the
+// authority for streamed payloads, flow control and sleeping.
 //
 // Records are matched FIFO to posted receives, so any number of sends and receives may
 // be outstanding per direction. Every record carries a tag and a sequence number, and
@@ -64,6 +74,11 @@ static_assert(sizeof(Record) <= kLine);
 constexpr uint32_t kTagData = 0xC011DA7Au;
 constexpr uint32_t kTagSingle = 0xC0115C01u;
 constexpr uint32_t kTagPush = 0xC0115C02u;
+constexpr uint32_t kTagWhole = 0xC011DA7Bu;
+// The first word of a header as it sits in the ring.
+inline uint64_t sealWord(uint32_t tag, uint32_t seq, uint64_t key) {
+  return ((static_cast<uint64_t>(seq) << 32) | tag) ^ key;
+}
 // Mirror copies of sends at least this large use streaming stores (core/reduce.hpp):
 // the mirror is the sender's own copy of a large output, not read again soon.
 constexpr size_t kMirrorStreamMin = size_t{256} << 10;
@@ -139,10 +154,13 @@ class ShmLink final : public Link {
   size_t streamOut(Xfer* x, size_t budget);
   size_t freeSpace(size_t want);
   void publishHead();
+  // Writes a header line: everything but the first word, then that word, sealed (release).
+  void sealHeader(uint8_t* line, const Record& r, const void* inl, size_t inlBytes);
 
   // Receiver half (shm_link_recv.cpp).
   bool pumpRecvs();
-  bool startRecord(Xfer* x);
+  // headCheck: a header line that is not sealed, below the published head, is corrupt.
+  bool startRecord(Xfer* x, bool headCheck = false);
   void checkRecord(const Record& r, const Xfer* x);
   size_t streamIn(Xfer* x, size_t budget);
   size_t readSingle(Xfer* x);
@@ -181,6 +199,8 @@ class ShmLink final : public Link {
   uint8_t* inRing_;
   uint64_t cap_;
   uint64_t mask_;
+  uint64_t outKey_;  // record keys of the two channels (SegHeader::recordKey)
+  uint64_t inKey_;
 
   // Sender state. head_ is ours alone; the copy in shared memory is only published.
   XferQueue sendQ_;      // posted, not yet fully written into the ring

@@ -52,11 +52,31 @@ bool ShmLink::pumpRecvs() {
 }
 
 // Reads the next record's header line and matches it to the front receive.
-bool ShmLink::startRecord(Xfer* x) {
-  if (available(kLine) < kLine) return false;
-  const uint8_t* line = inRing_ + (tail_ & mask_);
+bool ShmLink::startRecord(Xfer* x, bool headCheck) {
+  uint8_t* line = inRing_ + (tail_ & mask_);
+  const uint32_t seq = static_cast<uint32_t>(recvSeq_);
+  // Acquire: pairs with the sender's sealing store, after which the rest of the line
+  // (and a whole record's payload) is in place.
+  uint64_t w = shared(*reinterpret_cast<uint64_t*>(line)).load(std::memory_order_acquire);
+  auto sealedFor = [&](uint64_t word) {
+    const uint64_t d = word ^ inKey_;
+    const uint32_t tag = static_cast<uint32_t>(d);
+    return static_cast<uint32_t>(d >> 32) == seq &&
+           (tag == kTagData || tag == kTagWhole || tag == kTagSingle || tag == kTagPush);
+  };
+  if (!sealedFor(w)) {
+    // Not sealed for us: nothing there yet, unless the head counter says otherwise, in
+    // which case the line is corrupt and checkRecord says how. The counter is read only
+    // by the idle checks (idle()): polling its line too while waiting would pull
+    // it away from the sender, which stores it after every record.
+    if (!headCheck || available(kLine) < kLine) return false;
+    w = shared(*reinterpret_cast<uint64_t*>(line)).load(std::memory_order_relaxed);
+  }
   Record r;
   std::memcpy(&r, line, sizeof r);  // one snapshot, checked before any use
+  const uint64_t d = w ^ inKey_;
+  r.tag = static_cast<uint32_t>(d);
+  r.seq = static_cast<uint32_t>(d >> 32);
   checkRecord(r, x);
   ++recvSeq_;
   if (r.tag == kTagSingle || r.tag == kTagPush) {
@@ -72,6 +92,18 @@ bool ShmLink::startRecord(Xfer* x) {
                                    "reduces it (message #", recvSeq_, " in this direction)"));
     if (pushOnly_ || (!x->with && x->assist && p_.coopMin > 0 && r.bytes >= p_.coopMin && (p_.singleCopySend || p_.sameProcess)))
       offerCoop(x, r.seq);
+  } else if (r.tag == kTagWhole) {
+    // The payload follows the header, complete (the sender wrote it before sealing);
+    // like a streamed one it wraps only at a line boundary, so both pieces are whole
+    // elements.
+    const uint64_t idx = (tail_ + kLine) & mask_;
+    const size_t first = std::min<uint64_t>(r.bytes, cap_ - idx);
+    land(x, 0, inRing_ + idx, first);
+    if (r.bytes > first) land(x, first, inRing_, r.bytes - first);
+    tail_ += kLine + roundUpLine(r.bytes);
+    recvQ_.pop();
+    x->done = x->bytes;
+    x->complete = true;
   } else if (r.bytes <= kInlineMax) {
     if (r.bytes) land(x, 0, line + kInlineOffset, r.bytes);
     tail_ += kLine;
@@ -88,7 +120,7 @@ bool ShmLink::startRecord(Xfer* x) {
 
 void ShmLink::checkRecord(const Record& r, const Xfer* x) {
   uint32_t seq = static_cast<uint32_t>(recvSeq_);
-  if ((r.tag != kTagData && r.tag != kTagSingle && r.tag != kTagPush) || r.seq != seq)
+  if ((r.tag != kTagData && r.tag != kTagWhole && r.tag != kTagSingle && r.tag != kTagPush) || r.seq != seq)
     fail(collRemoteError, strCat("corrupt record in the shm ring at offset ", tail_, " (tag 0x",
                                  std::hex, r.tag, std::dec, ", seq ", r.seq, "; expected seq ",
                                  seq, ")"));
@@ -100,10 +132,14 @@ void ShmLink::checkRecord(const Record& r, const Xfer* x) {
     fail(collRemoteError, strCat("message size mismatch: rank ", p_.peer, " sent ", r.bytes,
                                  " bytes but rank ", p_.rank, " posted a receive of ", x->bytes,
                                  " bytes (message #", recvSeq_, " in this direction)"));
-  if (r.tag != kTagData && r.bytes && (r.addr == 0 || r.addr + r.bytes < r.addr))
+  if (r.tag == kTagWhole && (r.bytes <= kInlineMax || kLine + roundUpLine(r.bytes) > cap_))
+    fail(collRemoteError, strCat("corrupt record in the shm ring at offset ", tail_, ": a whole ", r.bytes,
+                                 "-byte message cannot be in a ring of ", cap_, " bytes"));
+  const bool single = r.tag == kTagSingle || r.tag == kTagPush;
+  if (single && r.bytes && (r.addr == 0 || r.addr + r.bytes < r.addr))
     fail(collRemoteError, strCat("peer published a bad buffer (address 0x", std::hex, r.addr,
                                  std::dec, ", ", r.bytes, " bytes)"));
-  if (r.tag != kTagData && r.region.valid() && !r.region.contains(r.addr, r.bytes))
+  if (single && r.region.valid() && !r.region.contains(r.addr, r.bytes))
     fail(collRemoteError, strCat("peer published a buffer (0x", std::hex, r.addr, std::dec, ", ", r.bytes,
                                  " bytes) outside the shared region it named (0x", std::hex, r.region.base,
                                  std::dec, ", ", r.region.bytes, " bytes)"));
@@ -278,18 +314,19 @@ size_t ShmLink::readSingle(Xfer* x) {
 }
 
 // Bytes of the inbound ring ready to read, re-reading the sender's head only when the
-// cached value does not cover `want`.
+// cached value does not cover `want`. The head may lag behind our tail for a moment: we
+// take sealed records without waiting for it.
 size_t ShmLink::available(size_t want) {
-  size_t ready = headSeen_ - tail_;
+  size_t ready = headSeen_ > tail_ ? headSeen_ - tail_ : 0;
   if (ready >= want) return ready;
   // Acquire: pairs with the sender's release of head, so the record bytes below head are
   // visible before we read them.
   uint64_t h = shared(in_->head).load(std::memory_order_acquire);
-  if (h < headSeen_ || h - tail_ > cap_ || (h & (kLine - 1)))
+  if (h < headSeen_ || (h > tail_ && h - tail_ > cap_) || (h & (kLine - 1)))
     fail(collRemoteError, strCat("peer wrote a corrupt ring head ", h, " (previous ", headSeen_,
                                  ", tail ", tail_, ", ring ", cap_, " bytes)"));
   headSeen_ = h;
-  return headSeen_ - tail_;
+  return headSeen_ > tail_ ? headSeen_ - tail_ : 0;
 }
 
 void ShmLink::publishTail() {

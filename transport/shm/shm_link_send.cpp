@@ -1,6 +1,7 @@
 // Sender half of the shm link: writing records into the outbound ring and completing
 // single-copy sends when the receiver acknowledges them.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -105,28 +106,39 @@ void ShmLink::copyMirror(Xfer* x, size_t off, size_t n) {
 // Returns false when the ring has no free line.
 bool ShmLink::emitHeader(Xfer* x) {
   if (freeSpace(kLine) < kLine) return false;
-  bool single = p_.singleCopySend && x->bytes > 0 && x->bytes >= p_.singleCopyMin;
-  bool push = single && x->mirror && canWritePeer();
+  const bool single = p_.singleCopySend && x->bytes > 0 && x->bytes >= p_.singleCopyMin;
+  const bool push = single && x->mirror && canWritePeer();
+  const bool inl = !single && x->bytes <= kInlineMax;
+  // A payload of one stage chunk or less that fits now goes in behind the header before
+  // the header is sealed: the receiver then takes the whole message at once, without
+  // waiting for the head counter (for streamed pieces it must).
+  const bool whole = !single && !inl && x->bytes <= p_.stageChunk &&
+                     freeSpace(kLine + roundUpLine(x->bytes)) >= kLine + roundUpLine(x->bytes);
+  const uint32_t tag = push ? kTagPush : single ? kTagSingle : whole ? kTagWhole : kTagData;
   uint8_t* line = outRing_ + (head_ & mask_);
-  Record r{push ? kTagPush : single ? kTagSingle : kTagData, static_cast<uint32_t>(sendSeq_++),
-           x->bytes, single ? reinterpret_cast<uint64_t>(x->buf) : 0, RegionRef{}};
+  Record r{tag, static_cast<uint32_t>(sendSeq_++), x->bytes, single ? reinterpret_cast<uint64_t>(x->buf) : 0,
+           RegionRef{}};
   if (single && !p_.sameProcess) r.region = SharedAllocations::instance().find(x->buf, x->bytes);
-  if (!single && x->bytes <= kInlineMax) {
-    std::memcpy(line, &r, kInlineOffset);
-    if (x->bytes) std::memcpy(line + kInlineOffset, x->buf, x->bytes);
-  } else {
-    std::memcpy(line, &r, sizeof r);
+  if (whole) {
+    // Header lines never wrap, and the ring's end is a line boundary, so the payload
+    // is at most two pieces.
+    const uint64_t idx = (head_ + kLine) & mask_;
+    const size_t first = std::min<uint64_t>(x->bytes, cap_ - idx);
+    const uint8_t* src = static_cast<const uint8_t*>(x->buf);
+    std::memcpy(outRing_ + idx, src, first);
+    if (x->bytes > first) std::memcpy(outRing_, src + first, x->bytes - first);
   }
-  head_ += kLine;
+  sealHeader(line, r, inl ? x->buf : nullptr, inl ? x->bytes : 0);
+  head_ += kLine + (whole ? roundUpLine(x->bytes) : 0);
   // A push record's pieces are mirrored as they are pushed (pushCoop, which runs only
   // when we can write the peer, as push records are made); a streamed message's as they
   // enter the ring (streamOut); the rest here.
-  if (x->mirror && !push && (single || x->bytes <= kInlineMax)) copyMirror(x, 0, x->bytes);
+  if (x->mirror && !push && (single || inl || whole)) copyMirror(x, 0, x->bytes);
   if (single) {
     sendQ_.pop();
     ackQ_.push(x);
     ackSeqs_.push_back(r.seq);
-  } else if (x->bytes <= kInlineMax) {
+  } else if (inl || whole) {
     sendQ_.pop();
     x->done = x->bytes;
     x->complete = true;
@@ -137,6 +149,20 @@ bool ShmLink::emitHeader(Xfer* x) {
     sendOff_ = 0;
   }
   return true;
+}
+
+void ShmLink::sealHeader(uint8_t* line, const Record& r, const void* inl, size_t inlBytes) {
+  constexpr size_t kWord = sizeof(uint64_t);
+  static_assert(offsetof(Record, bytes) == kWord && kInlineOffset == 2 * kWord);
+  if (inl) {
+    std::memcpy(line + kWord, &r.bytes, sizeof r.bytes);
+    if (inlBytes) std::memcpy(line + kInlineOffset, inl, inlBytes);
+  } else {
+    std::memcpy(line + kWord, reinterpret_cast<const uint8_t*>(&r) + kWord, sizeof r - kWord);
+  }
+  // Release: the rest of the line and a whole record's payload are visible no later than
+  // the sealed word, which the receiver loads with acquire.
+  shared(*reinterpret_cast<uint64_t*>(line)).store(sealWord(r.tag, r.seq, outKey_), std::memory_order_release);
 }
 
 // Copies the next piece of the front send's payload into the ring. Pieces are whole
@@ -176,9 +202,11 @@ size_t ShmLink::freeSpace(size_t want) {
   // Acquire: pairs with the receiver's release of its tail, so its reads of the bytes it
   // freed are done before we overwrite them.
   uint64_t t = shared(out_->tail).load(std::memory_order_acquire);
-  if (t < tailSeen_ || t > headPublished_ || (t & (kLine - 1)))
+  // The receiver may be ahead of the published head (up to head_): it takes sealed
+  // records as soon as it sees them.
+  if (t < tailSeen_ || t > head_ || (t & (kLine - 1)))
     fail(collRemoteError, strCat("peer wrote a corrupt ring tail ", t, " (previous ", tailSeen_,
-                                 ", head ", headPublished_, ")"));
+                                 ", head ", head_, ")"));
   tailSeen_ = t;
   return cap_ - (head_ - tailSeen_);
 }

@@ -54,6 +54,8 @@ void ShmLink::idle() {
   checkPeerStatus();
   if (++idleCalls_ >= kIdleCallsPerCheck) {
     idleCalls_ = 0;
+    // A header the head counter covers but that is not sealed: the peer wrote garbage.
+    if (rmode_ == RecvMode::Idle && !recvQ_.empty()) startRecord(recvQ_.front(), true);
     slowChecks(false);
   }
 }

@@ -2,11 +2,13 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include "core/error.hpp"
 
@@ -31,6 +33,21 @@ uint8_t* mapShared(int fd, size_t bytes, const std::string& name) {
   return static_cast<uint8_t*>(p);
 }
 
+// A record key: random, and never zero (a zeroed ring must not seal anything).
+uint64_t newRecordKey(const void* salt) {
+  uint64_t k = 0;
+  if (getrandom(&k, sizeof k, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof k)) {
+    // No entropy yet (early boot): any value that differs between segments will do, as
+    // the key guards against stale ring bytes, not against an attacker.
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    k = (static_cast<uint64_t>(ts.tv_nsec) << 20) ^ static_cast<uint64_t>(ts.tv_sec) ^
+        (static_cast<uint64_t>(getpid()) << 40) ^ reinterpret_cast<uintptr_t>(salt);
+    k *= 0x9E3779B97F4A7C15ull;
+  }
+  return k ? k : 0x5DEECE66Dull;
+}
+
 }  // namespace
 
 std::string checkRingBytes(uint64_t ringBytes) {
@@ -51,6 +68,8 @@ Segment& Segment::operator=(Segment&& o) noexcept {
     o.base_ = nullptr;
     o.bytes_ = 0;
     o.named_ = false;
+    keys_[0] = o.keys_[0];
+    keys_[1] = o.keys_[1];
   }
   return *this;
 }
@@ -93,6 +112,7 @@ Segment Segment::create(const std::string& name, size_t ringBytes) {
   h->lineBytes = kLine;
   h->ringBytes = ringBytes;
   h->segBytes = s.bytes_;
+  for (int c = 0; c < 2; ++c) s.keys_[c] = h->recordKey[c] = newRecordKey(s.base_ + c);
   return s;
 }
 
@@ -125,7 +145,11 @@ Segment Segment::open(const std::string& name) {
   if (h.segBytes != size || segmentBytesFor(h.ringBytes) != size)
     COLL_THROW(collRemoteError, "shm: segment ", name, " header says ", h.segBytes,
                " bytes for rings of ", h.ringBytes, " but the object has ", size, " bytes");
+  if (h.recordKey[0] == 0 || h.recordKey[1] == 0)
+    COLL_THROW(collRemoteError, "shm: segment ", name, " has no record keys in its header");
   s.ringBytes_ = h.ringBytes;
+  s.keys_[0] = h.recordKey[0];
+  s.keys_[1] = h.recordKey[1];
   return s;
 }
 
@@ -133,7 +157,8 @@ std::string Segment::checkHeader() const {
   SegHeader h;
   std::memcpy(&h, base_, sizeof h);
   if (h.magic != kSegMagic || h.version != kSegVersion || h.lineBytes != kLine ||
-      h.ringBytes != ringBytes_ || h.segBytes != bytes_)
+      h.ringBytes != ringBytes_ || h.segBytes != bytes_ || h.recordKey[0] != keys_[0] ||
+      h.recordKey[1] != keys_[1])
     return strCat("shm segment header was overwritten (magic 0x", std::hex, h.magic, std::dec,
                   ", version ", h.version, ", ring ", h.ringBytes, ", size ", h.segBytes,
                   "; expected magic 0x", std::hex, kSegMagic, std::dec, ", version ",

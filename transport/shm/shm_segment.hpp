@@ -3,7 +3,8 @@
 // One POSIX shm object per pair, created by the lower rank ("side 0") and mapped by
 // both. It holds two one-way channels: channel c carries bytes from side c to side 1-c.
 //
-//   offset 0      SegHeader  (immutable after creation: magic, version, sizes)
+//   offset 0      SegHeader  (immutable after creation: magic, version, sizes, the
+//                             channels' record keys)
 //   64, 128       SideCtl[2] (one line per side: futex word, status, pid, probe)
 //   192 ..        ChanCtl[2] (per channel: head line written by the sender,
 //                             tail/acks line written by the receiver, and the two
@@ -25,7 +26,7 @@
 namespace coll::shm {
 
 constexpr uint64_t kSegMagic = 0x314d48534c4c4f43ull;  // "COLLSHM1" little-endian
-constexpr uint32_t kSegVersion = 3;
+constexpr uint32_t kSegVersion = 4;
 constexpr size_t kLine = 64;
 constexpr size_t kRingOffset = 4096;
 constexpr size_t kMinRingBytes = 4096;
@@ -38,6 +39,9 @@ struct alignas(kLine) SegHeader {
   uint32_t lineBytes;
   uint64_t ringBytes;
   uint64_t segBytes;
+  // Per channel, random: the first word of every record header is sealed with it
+  // (shm_link.hpp), so that stale bytes left in the ring cannot pass for a new record.
+  uint64_t recordKey[2];
 };
 
 enum SideStatus : uint32_t { kSideAttaching = 0, kSideActive = 1, kSideClosed = 2, kSideFailed = 3 };
@@ -114,6 +118,8 @@ class Segment {
   const std::string& name() const { return name_; }
   SegHeader* header() const { return reinterpret_cast<SegHeader*>(base_); }
   SideCtl* side(int s) const { return reinterpret_cast<SideCtl*>(base_ + kLine * (1 + s)); }
+  // Channel c's record key, as read when the segment was made or opened.
+  uint64_t recordKey(int c) const { return keys_[c]; }
   ChanCtl* chan(int c) const {
     return reinterpret_cast<ChanCtl*>(base_ + kLine * 3 + sizeof(ChanCtl) * c);
   }
@@ -124,6 +130,7 @@ class Segment {
   uint8_t* base_ = nullptr;
   size_t bytes_ = 0;
   size_t ringBytes_ = 0;
+  uint64_t keys_[2] = {0, 0};
   std::string name_;
   bool named_ = false;  // we still have to shm_unlink name_
 };

@@ -293,6 +293,9 @@ void expectRecordRefused(Pair& p, const shm::Record& rec, const std::string& nee
   const shm::Segment& seg = p.shmA()->segment();
   int ch = p.shmA()->side();
   std::memcpy(seg.ring(ch), &rec, sizeof rec);
+  // Sealed as the sender seals it, so that only the field under test is wrong.
+  const uint64_t word = shm::sealWord(rec.tag, rec.seq, seg.recordKey(ch));
+  std::memcpy(seg.ring(ch), &word, sizeof word);
   std::atomic_ref<uint64_t>(seg.chan(ch)->head).store(64, std::memory_order_release);
   std::vector<uint8_t> in(4096);
   Xfer r{in.data(), in.size()};
@@ -325,6 +328,87 @@ TEST(ShmCoop, OfferOutsideItsRegionIsAnErrorOnTheSender) {
   RegionRef bad{std::atomic_ref<uint64_t>(c.chan->coopDst).load() + 64, uint64_t{1} << 30, 1, 3, 0};
   shm::storeRegion(c.chan->coopRegion, bad);
   expectRemoteError(driveUntilError(c.p.a, {&c.s}), "outside the shared region it named");
+}
+
+// Rank 0's next header written by hand at ring offset `at`, sealed with `key` (its
+// channel's key unless given), with `payload` inline or (whole) behind the header line.
+void writeHeader(Pair& p, uint64_t at, uint32_t tag, uint32_t seq, const std::vector<uint8_t>& payload,
+                 const uint64_t* key = nullptr) {
+  const shm::Segment& seg = p.shmA()->segment();
+  const int ch = p.shmA()->side();
+  uint8_t* line = seg.ring(ch) + at;
+  shm::Record rec{tag, seq, payload.size(), 0, RegionRef{}};
+  std::memcpy(line, &rec, sizeof rec);
+  std::memcpy(line + (tag == shm::kTagWhole ? shm::kLine : shm::kInlineOffset), payload.data(), payload.size());
+  const uint64_t word = shm::sealWord(tag, seq, key ? *key : seg.recordKey(ch));
+  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(line)).store(word, std::memory_order_release);
+}
+
+// A receiver takes a sealed header at once, without waiting for the head counter: this
+// is what saves small messages a cache-line transfer.
+TEST(ShmFault, SealedRecordsAreTakenBeforeTheHeadMoves) {
+  Pair p(Config::fromEnv());
+  std::vector<uint8_t> small(8, 7), whole(200);
+  for (size_t i = 0; i < whole.size(); ++i) whole[i] = static_cast<uint8_t>(i * 3);
+  writeHeader(p, 0, shm::kTagData, 0, small);
+  writeHeader(p, shm::kLine, shm::kTagWhole, 1, whole);
+  std::vector<uint8_t> in1(8), in2(200);
+  Xfer r1{in1.data(), 8}, r2{in2.data(), 200};
+  p.b->postRecv(&r1);
+  p.b->postRecv(&r2);
+  for (int i = 0; i < 100 && !r2.complete; ++i) p.b->progress();
+  EXPECT_TRUE(r1.complete && r2.complete);
+  EXPECT_EQ(in1, small);
+  EXPECT_EQ(in2, whole);
+  EXPECT_EQ(std::atomic_ref<uint64_t>(p.shmA()->segment().chan(p.shmA()->side())->head).load(), 0u);
+}
+
+// Bytes where the next header goes that are not sealed for it, with this channel's key,
+// as the next record (an old header, a payload, the other channel's key) are not a
+// record, however long the receiver looks. Once the head counter covers them they are
+// a corrupt record.
+TEST(ShmFault, StaleOrUnsealedLinesAreNotRecords) {
+  Pair p(Config::fromEnv());
+  const uint64_t otherKey = p.shmA()->segment().recordKey(1 - p.shmA()->side());
+  const std::vector<uint8_t> payload(8, 9);
+  std::vector<uint8_t> in(8);
+  Xfer r{in.data(), 8};
+  p.b->postRecv(&r);
+  struct Stale {
+    const char* what;
+    uint32_t seq;
+    const uint64_t* key;
+    bool raw;
+  };
+  for (const Stale& st : {Stale{"unsealed", 0, nullptr, true}, Stale{"an older sequence number", 0xFFFFFFFFu, nullptr, false},
+                          Stale{"a later sequence number", 1, nullptr, false}, Stale{"the other key", 0, &otherKey, false}}) {
+    SCOPED_TRACE(st.what);
+    writeHeader(p, 0, shm::kTagData, st.seq, payload, st.key);
+    if (st.raw) {
+      shm::Record rec{shm::kTagData, st.seq, payload.size(), 0, RegionRef{}};
+      std::memcpy(p.shmA()->segment().ring(p.shmA()->side()), &rec, 8);
+    }
+    for (int i = 0; i < 1000; ++i) p.b->progress();
+    EXPECT_FALSE(r.complete);
+  }
+  std::atomic_ref<uint64_t>(p.shmA()->segment().chan(p.shmA()->side())->head).store(64, std::memory_order_release);
+  expectRemoteError(driveUntilError(p.b, {&r}), "corrupt record in the shm ring");
+}
+
+// A whole record claims its payload sits in the ring: one larger than the ring is refused.
+TEST(ShmFault, WholeRecordLargerThanTheRing) {
+  Config cfg = Config::fromEnv();
+  cfg.set("COLL_SHM_RING_BYTES", "4K");
+  cfg.set("COLL_SHM_STAGE_CHUNK", "1K");
+  Pair p(cfg);
+  writeHeader(p, 0, shm::kTagWhole, 0, {});
+  const shm::Segment& seg = p.shmA()->segment();
+  const uint64_t big = 8192;
+  std::memcpy(seg.ring(p.shmA()->side()) + 8, &big, sizeof big);  // the size field
+  std::vector<uint8_t> in(big);
+  Xfer r{in.data(), big};
+  p.b->postRecv(&r);
+  expectRemoteError(driveUntilError(p.b, {&r}), "cannot be in a ring of 4096 bytes");
 }
 
 TEST(ShmFault, OverwrittenHeaderIsNoticedWhileWaiting) {

@@ -250,8 +250,8 @@ int exchangeReducing(Link* link, int me, const std::vector<size_t>& counts, bool
   return bad;
 }
 
-// Receives that reduce as they land, on every data path: inline records, pieces staged
-// through the ring (wrapping), single-copy reads through the kernel (into a
+// Receives that reduce as they land, on every data path: inline records, whole records
+// (payload written before the header is sealed), pieces staged through the ring (wrapping), single-copy reads through the kernel (into a
 // bounce buffer, step by step) and through mappings of collMemAlloc memory; in and out of place.
 TEST(ShmFork, ReducingReceivesOnEveryPath) {
   struct Case {
@@ -268,8 +268,9 @@ TEST(ShmFork, ReducingReceivesOnEveryPath) {
       cfg.set("COLL_SHM_STAGE_CHUNK", "1K");
     }
     const size_t t = cfg.getSize("COLL_SHM_CMA_THRESHOLD") / sizeof(float);
-    // 0, inline (up to 12 floats), streamed, around the single-copy threshold, and more
-    // than one single-copy step.
+    // 0, inline (up to 12 floats), whole (13 and, but for the tiny ring's 1K stage
+    // chunk, 1000), streamed, around the single-copy threshold, and more than one
+    // single-copy step.
     const std::vector<size_t> counts = {0, 1, 12, 13, 1000, t - 1, t, t + 1, (1u << 20) + 3, 5};
     std::string tag = uniqueTag();
     pid_t parent = getpid();

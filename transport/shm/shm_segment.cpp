@@ -33,7 +33,8 @@ uint8_t* mapShared(int fd, size_t bytes, const std::string& name) {
   return static_cast<uint8_t*>(p);
 }
 
-// A record key: random, and never zero (a zeroed ring must not seal anything).
+// A record key: random, and never zero (a zero key would leave headers as they are,
+// unsealed, and open() refuses it as a header written without keys).
 uint64_t newRecordKey(const void* salt) {
   uint64_t k = 0;
   if (getrandom(&k, sizeof k, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof k)) {

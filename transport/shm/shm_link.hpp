@@ -75,6 +75,9 @@ constexpr uint32_t kTagData = 0xC011DA7Au;
 constexpr uint32_t kTagSingle = 0xC0115C01u;
 constexpr uint32_t kTagPush = 0xC0115C02u;
 constexpr uint32_t kTagWhole = 0xC011DA7Bu;
+inline bool knownTag(uint32_t tag) {
+  return tag == kTagData || tag == kTagWhole || tag == kTagSingle || tag == kTagPush;
+}
 // The first word of a header as it sits in the ring.
 inline uint64_t sealWord(uint32_t tag, uint32_t seq, uint64_t key) {
   return ((static_cast<uint64_t>(seq) << 32) | tag) ^ key;

@@ -60,9 +60,7 @@ bool ShmLink::startRecord(Xfer* x, bool headCheck) {
   uint64_t w = shared(*reinterpret_cast<uint64_t*>(line)).load(std::memory_order_acquire);
   auto sealedFor = [&](uint64_t word) {
     const uint64_t d = word ^ inKey_;
-    const uint32_t tag = static_cast<uint32_t>(d);
-    return static_cast<uint32_t>(d >> 32) == seq &&
-           (tag == kTagData || tag == kTagWhole || tag == kTagSingle || tag == kTagPush);
+    return static_cast<uint32_t>(d >> 32) == seq && knownTag(static_cast<uint32_t>(d));
   };
   if (!sealedFor(w)) {
     // Not sealed for us: nothing there yet, unless the head counter says otherwise, in
@@ -120,7 +118,7 @@ bool ShmLink::startRecord(Xfer* x, bool headCheck) {
 
 void ShmLink::checkRecord(const Record& r, const Xfer* x) {
   uint32_t seq = static_cast<uint32_t>(recvSeq_);
-  if ((r.tag != kTagData && r.tag != kTagWhole && r.tag != kTagSingle && r.tag != kTagPush) || r.seq != seq)
+  if (!knownTag(r.tag) || r.seq != seq)
     fail(collRemoteError, strCat("corrupt record in the shm ring at offset ", tail_, " (tag 0x",
                                  std::hex, r.tag, std::dec, ", seq ", r.seq, "; expected seq ",
                                  seq, ")"));

@@ -1,5 +1,6 @@
 #include "transport/shm/shm_connect.hpp"
 
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/uio.h>
@@ -84,8 +85,22 @@ std::map<int, std::unique_ptr<Link>> Connector::run(std::exception_ptr early) {
   return makeLinks();
 }
 
+// More of this communicator's ranks on this host than cores to run them: a staged copy
+// needs both ends running at once, a single-copy one only the side that copies.
+bool Connector::oversubscribed() const {
+  int local = 0;
+  for (const std::string& h : ctx_.hostIds) local += h == ctx_.hostIds[ctx_.rank];
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  // A process confined to a set of cores (a container's cpuset) runs on those; one bound
+  // to a single core (collectiverun --bind-to core) says nothing about its peers'.
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 1) cores = CPU_COUNT(&set);
+  return cores > 0 && local > cores;
+}
+
 std::map<int, std::unique_ptr<Link>> Connector::makeLinks() {
   std::map<int, std::unique_ptr<Link>> links;
+  const bool adaptive = opt_.adaptiveCopy && !oversubscribed();
   for (Pair& p : pairs_) {
     LinkParams lp;
     lp.rank = ctx_.rank;
@@ -100,9 +115,11 @@ std::map<int, std::unique_ptr<Link>> Connector::makeLinks() {
     lp.coopMin = opt_.singleCopy ? opt_.coopMin : 0;
     lp.coopPiece = opt_.coopPiece;
     lp.mappedPiece = opt_.mappedPiece;
-    COLL_TRACE("shm: rank %d <-> rank %d (pid %d): segment %s, ring %zu, single-copy send %d recv %d",
-               ctx_.rank, p.peer, lp.peerPid, p.seg.name().c_str(), p.seg.ringBytes(),
-               lp.singleCopySend, lp.singleCopyRecv);
+    lp.adaptiveCopy = adaptive;
+    lp.copyProbeNs = opt_.copyProbeNs;
+    COLL_TRACE("shm: rank %d <-> rank %d (pid %d): segment %s, ring %zu, single-copy send %d recv %d, "
+               "chosen by measurement %d", ctx_.rank, p.peer, lp.peerPid, p.seg.name().c_str(),
+               p.seg.ringBytes(), lp.singleCopySend, lp.singleCopyRecv, lp.adaptiveCopy);
     int side = p.side;
     links[p.peer] = std::make_unique<ShmLink>(std::move(p.seg), side, lp);
   }

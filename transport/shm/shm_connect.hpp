@@ -31,7 +31,9 @@ namespace coll::shm {
 
 struct ShmOptions {
   size_t ringBytes = 1 << 20;
-  bool singleCopy = true;        // COLL_SHM_CMA
+  bool singleCopy = true;        // COLL_SHM_CMA != 0
+  bool adaptiveCopy = true;      // COLL_SHM_CMA == auto
+  uint64_t copyProbeNs = 100'000'000;  // COLL_SHM_CMA_PROBE_MS
   size_t singleCopyMin = 1 << 16;
   size_t copyChunk = 1 << 20;
   size_t stageChunk = 1 << 15;
@@ -73,6 +75,7 @@ class Connector {
   std::vector<uint32_t> gatherOk();
   std::string segName(int lo, int hi, uint64_t nonce) const;
   int expectedPid(int peer) const;
+  bool oversubscribed() const;
   template <typename F>
   void guarded(F&& f);
 

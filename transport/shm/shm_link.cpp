@@ -1,6 +1,7 @@
 #include "transport/shm/shm_link.hpp"
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/types.hpp"
 
 namespace coll::shm {
@@ -19,6 +20,8 @@ ShmLink::ShmLink(Segment seg, int side, const LinkParams& p)
       mask_(seg_.ringBytes() - 1),
       outKey_(seg_.recordKey(side)),
       inKey_(seg_.recordKey(1 - side)),
+      adaptive_(p.adaptiveCopy && p.singleCopySend && !p.sameProcess),
+      chooser_(p.copyProbeNs),
       regions_(p.peerPid),
       lastSlowCheck_(std::chrono::steady_clock::now()) {
   // Stream sizes must stay multiples of a line so that a header line never wraps.
@@ -29,6 +32,12 @@ ShmLink::ShmLink(Segment seg, int side, const LinkParams& p)
 }
 
 ShmLink::~ShmLink() {
+  if (adaptive_ && (chosen_[0] || chosen_[1]))
+    COLL_TRACE("shm: rank %d -> rank %d: %llu large messages staged, %llu single-copy (last rates "
+               "%.2f / %.2f GB/s)",
+               p_.rank, p_.peer, static_cast<unsigned long long>(chosen_[CopyModeChooser::kStaged]),
+               static_cast<unsigned long long>(chosen_[CopyModeChooser::kSingle]),
+               chooser_.rate(CopyModeChooser::kStaged), chooser_.rate(CopyModeChooser::kSingle));
   // Release: everything we wrote into the rings before closing is visible to a peer that
   // reads kSideClosed with acquire, so it can still drain what we sent.
   if (failMsg_.empty()) shared(me_->status).store(kSideClosed, std::memory_order_release);
@@ -40,6 +49,7 @@ void ShmLink::postSend(Xfer* x) {
   COLL_CHECK_ARG(x->buf != nullptr || x->bytes == 0, "shm postSend to rank ", p_.peer,
                  ": buf is null for ", x->bytes, " bytes");
   throwIfFailed();
+  if (!pending()) untimeStaged();
   x->done = 0;
   x->complete = false;
   sendQ_.push(x);
@@ -62,6 +72,7 @@ void ShmLink::postRecv(Xfer* x) {
                    x->bytes, " bytes is not a whole number of ", es, "-byte elements");
   }
   throwIfFailed();
+  if (!pending()) untimeStaged();
   x->done = 0;
   x->complete = false;
   recvQ_.push(x);

@@ -17,6 +17,9 @@
 //                  mirror right after, while it is still in cache, so its source is read
 //                  from memory once for both copies
 //
+// Whether a large message out of plain process memory goes single-copy or through the
+// ring is chosen per message by measurement (LinkParams::adaptiveCopy, copy_mode.hpp).
+//
 // The first word of a header (tag and sequence number) is written last and sealed with
 // the channel's random key (SegHeader::recordKey). A receiver that waits for a record
 // watches that word instead of the ring's head counter: a small message then costs one
@@ -39,6 +42,7 @@
 #include <string>
 
 #include "collective.h"
+#include "transport/shm/copy_mode.hpp"
 #include "transport/shm/peer_regions.hpp"
 #include "transport/shm/shm_segment.hpp"
 #include "transport/shm/xfer_queue.hpp"
@@ -59,6 +63,11 @@ struct LinkParams {
   size_t coopMin = 0;            // single-copy messages this large are copied by both sides (0: off)
   size_t coopPiece = 1 << 17;    // bytes per piece of a cooperative copy
   size_t mappedPiece = 1 << 19;  // ... into collMemAlloc memory the peer maps
+  // COLL_SHM_CMA=auto: large messages out of plain process memory go staged or
+  // single-copy, whichever the link measured faster lately (copy_mode.hpp). Otherwise
+  // every message of at least singleCopyMin goes single-copy when singleCopySend.
+  bool adaptiveCopy = false;
+  uint64_t copyProbeNs = 100'000'000;  // the chooser's probe interval
 };
 
 // In-ring record header; payloads of data records up to kInlineMax bytes follow it at
@@ -91,6 +100,11 @@ constexpr size_t kInlineMax = kLine - kInlineOffset;
 // starve the caller's other links (the ring algorithms progress two at once).
 constexpr size_t kProgressBudget = size_t{1} << 20;
 
+inline uint64_t nowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
 inline uint64_t roundUpLine(uint64_t n) { return (n + kLine - 1) & ~uint64_t{kLine - 1}; }
 // Counters in the segment are plain integers shared with the peer; every access to them
 // goes through an atomic_ref with an explicit order.
@@ -142,6 +156,9 @@ class ShmLink final : public Link {
   bool singleCopyRecv() const { return p_.singleCopyRecv; }
   // Bytes copied through mappings of the peer's collMemAlloc memory (peer_regions.hpp).
   uint64_t mappedBytes() const { return mappedBytes_; }
+  // Messages whose way was picked by the chooser (adaptiveCopy), per way taken.
+  uint64_t chosenSends(CopyModeChooser::Mode m) const { return chosen_[m]; }
+  const CopyModeChooser* chooser() const { return adaptive_ ? &chooser_ : nullptr; }
 
  private:
   enum class RecvMode { Idle, Stream, Single };
@@ -156,7 +173,12 @@ class ShmLink final : public Link {
   bool canWritePeer() const { return p_.singleCopyRecv || p_.sameProcess; }
   size_t streamOut(Xfer* x, size_t budget);
   size_t freeSpace(size_t want);
+  void refreshTail();
   void publishHead();
+  // The chooser's measurements: deliveries of timed messages (copy_mode.hpp).
+  bool timeDeliveries();
+  void delivered(CopyModeChooser::Mode m, int messages, uint64_t bytes, uint64_t startNs);
+  void untimeStaged();
   // Writes a header line: everything but the first word, then that word, sealed (release).
   void sealHeader(uint8_t* line, const Record& r, const void* inl, size_t inlBytes);
 
@@ -208,11 +230,28 @@ class ShmLink final : public Link {
   // Sender state. head_ is ours alone; the copy in shared memory is only published.
   XferQueue sendQ_;      // posted, not yet fully written into the ring
   XferQueue ackQ_;       // single-copy sends waiting for the receiver's ack
-  std::deque<uint32_t> ackSeqs_;  // record sequence numbers of ackQ_, same order
+  struct AckInfo {
+    uint32_t seq;      // record sequence number
+    bool timed;        // picked by the chooser, which wants its delivery time
+    uint64_t startNs;  // when its header was written
+  };
+  std::deque<AckInfo> acksDue_;  // one per ackQ_ entry, same order
   uint64_t head_ = 0, headPublished_ = 0, tailSeen_ = 0, acksSeen_ = 0;
   uint64_t sendSeq_ = 0;
   size_t sendOff_ = 0;
   bool sendHdrDone_ = false;
+
+  // Choosing between staged and single-copy (adaptiveCopy).
+  bool adaptive_;
+  CopyModeChooser chooser_;
+  struct StagedDue {
+    uint64_t end;      // ring position after its last byte: delivered once tail reaches it
+    uint64_t bytes;
+    uint64_t startNs;
+  };
+  std::deque<StagedDue> stagedDue_;  // timed staged sends not yet taken out of the ring
+  uint64_t lastDeliveredNs_ = 0;
+  uint64_t chosen_[2] = {0, 0};
 
   // Receiver state.
   XferQueue recvQ_;

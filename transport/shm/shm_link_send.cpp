@@ -12,6 +12,7 @@ namespace coll::shm {
 
 bool ShmLink::pumpSends() {
   bool moved = collectAcks();
+  if (!stagedDue_.empty()) timeDeliveries();
   moved |= pushCoop();
   size_t budget = kProgressBudget;
   while (!sendQ_.empty() && budget > 0) {
@@ -39,12 +40,20 @@ bool ShmLink::collectAcks() {
   if (acks < acksSeen_ || acks - acksSeen_ > ackQ_.size())
     fail(collRemoteError, strCat("peer wrote a corrupt ack counter (", acks, " after ", acksSeen_,
                                  " with ", ackQ_.size(), " single-copy sends outstanding)"));
+  int timed = 0;
+  uint64_t timedBytes = 0, startNs = 0;
   for (; acksSeen_ < acks; ++acksSeen_) {
     Xfer* x = ackQ_.pop();
-    ackSeqs_.pop_front();
+    const AckInfo a = acksDue_.front();
+    acksDue_.pop_front();
+    if (a.timed) {
+      if (timed++ == 0) startNs = a.startNs;
+      timedBytes += x->bytes;
+    }
     x->done = x->bytes;
     x->complete = true;
   }
+  if (timed) delivered(CopyModeChooser::kSingle, timed, timedBytes, startNs);
   return true;
 }
 
@@ -59,7 +68,7 @@ bool ShmLink::pushCoop() {
   // Acquire: pairs with the receiver's release when it opened the offer, so the
   // descriptor written before it is visible.
   uint64_t w = claim.load(std::memory_order_acquire);
-  if (!(w & kCoopOpen) || static_cast<uint32_t>(w >> 32) != ackSeqs_.front()) return false;
+  if (!(w & kCoopOpen) || static_cast<uint32_t>(w >> 32) != acksDue_.front().seq) return false;
   Xfer* x = ackQ_.front();
   const uint64_t bytes = shared(out_->coopBytes).load(std::memory_order_relaxed);
   const uint64_t piece = shared(out_->coopPiece).load(std::memory_order_relaxed);
@@ -106,7 +115,19 @@ void ShmLink::copyMirror(Xfer* x, size_t off, size_t n) {
 // Returns false when the ring has no free line.
 bool ShmLink::emitHeader(Xfer* x) {
   if (freeSpace(kLine) < kLine) return false;
-  const bool single = p_.singleCopySend && x->bytes > 0 && x->bytes >= p_.singleCopyMin;
+  bool single = p_.singleCopySend && x->bytes > 0 && x->bytes >= p_.singleCopyMin;
+  RegionRef region;
+  if (single && !p_.sameProcess) region = SharedAllocations::instance().find(x->buf, x->bytes);
+  // Plain process memory: the chooser says which way is faster now. (Mapped collMemAlloc
+  // memory and threads of one process copy without the kernel: single-copy always wins.)
+  const bool timed = single && adaptive_ && !region.valid();
+  uint64_t startNs = 0;
+  if (timed) {
+    startNs = nowNs();
+    const CopyModeChooser::Mode m = chooser_.pick(startNs);
+    ++chosen_[m];
+    single = m == CopyModeChooser::kSingle;
+  }
   const bool push = single && x->mirror && canWritePeer();
   const bool inl = !single && x->bytes <= kInlineMax;
   // A payload of one stage chunk or less that fits now goes in behind the header before
@@ -117,8 +138,8 @@ bool ShmLink::emitHeader(Xfer* x) {
   const uint32_t tag = push ? kTagPush : single ? kTagSingle : whole ? kTagWhole : kTagData;
   uint8_t* line = outRing_ + (head_ & mask_);
   Record r{tag, static_cast<uint32_t>(sendSeq_++), x->bytes, single ? reinterpret_cast<uint64_t>(x->buf) : 0,
-           RegionRef{}};
-  if (single && !p_.sameProcess) r.region = SharedAllocations::instance().find(x->buf, x->bytes);
+           region};
+  if (timed && !single) stagedDue_.push_back({head_ + kLine + roundUpLine(x->bytes), x->bytes, startNs});
   if (whole) {
     // Header lines never wrap, and the ring's end is a line boundary, so the payload
     // is at most two pieces.
@@ -137,7 +158,7 @@ bool ShmLink::emitHeader(Xfer* x) {
   if (single) {
     sendQ_.pop();
     ackQ_.push(x);
-    ackSeqs_.push_back(r.seq);
+    acksDue_.push_back({r.seq, timed, startNs});
   } else if (inl || whole) {
     sendQ_.pop();
     x->done = x->bytes;
@@ -199,6 +220,11 @@ size_t ShmLink::streamOut(Xfer* x, size_t budget) {
 size_t ShmLink::freeSpace(size_t want) {
   size_t space = cap_ - (head_ - tailSeen_);
   if (space >= want) return space;
+  refreshTail();
+  return cap_ - (head_ - tailSeen_);
+}
+
+void ShmLink::refreshTail() {
   // Acquire: pairs with the receiver's release of its tail, so its reads of the bytes it
   // freed are done before we overwrite them.
   uint64_t t = shared(out_->tail).load(std::memory_order_acquire);
@@ -208,7 +234,39 @@ size_t ShmLink::freeSpace(size_t want) {
     fail(collRemoteError, strCat("peer wrote a corrupt ring tail ", t, " (previous ", tailSeen_,
                                  ", head ", head_, ")"));
   tailSeen_ = t;
-  return cap_ - (head_ - tailSeen_);
+}
+
+// Timed staged sends are delivered once the receiver's tail has passed their last byte
+// (the sender finishing its copy into the ring says nothing about the receiver's speed).
+bool ShmLink::timeDeliveries() {
+  if (tailSeen_ < stagedDue_.front().end) refreshTail();
+  int n = 0;
+  uint64_t bytes = 0, startNs = 0;
+  while (!stagedDue_.empty() && stagedDue_.front().end <= tailSeen_) {
+    if (n++ == 0) startNs = stagedDue_.front().startNs;
+    bytes += stagedDue_.front().bytes;
+    stagedDue_.pop_front();
+  }
+  if (n) delivered(CopyModeChooser::kStaged, n, bytes, startNs);
+  return n > 0;
+}
+
+// Staged sends complete once they are in the ring, and the caller may then stop polling
+// this link (its operation is done) while the receiver still copies them out: when it
+// next posts to an idle link, however long after, their deliveries cannot be timed.
+void ShmLink::untimeStaged() {
+  if (stagedDue_.empty()) return;
+  chooser_.delivered(CopyModeChooser::kStaged, static_cast<int>(stagedDue_.size()), 0, 0, nowNs());
+  stagedDue_.clear();
+}
+
+// The link was busy with these messages from their start, or from the previous
+// delivery when they queued behind it (deliveries come in order), until now.
+void ShmLink::delivered(CopyModeChooser::Mode m, int messages, uint64_t bytes, uint64_t startNs) {
+  const uint64_t now = nowNs();
+  const uint64_t from = std::max(startNs, lastDeliveredNs_);
+  chooser_.delivered(m, messages, bytes, now > from ? now - from : 0, now);
+  lastDeliveredNs_ = now;
 }
 
 void ShmLink::publishHead() {

@@ -9,7 +9,8 @@ namespace coll {
 
 // Defaults picked by measurement on a 2-core host (see tests/unit/shm/shm_bench.cpp).
 COLL_PARAM(kShmRingBytes, "COLL_SHM_RING_BYTES", "1M", "bytes of each one-way ring of a shm link (power of two, 4K..1G)");
-COLL_PARAM(kShmCma, "COLL_SHM_CMA", "1", "single-copy large shm messages (process_vm_readv, memcpy between threads); 0 forces staged copies through the ring");
+COLL_PARAM(kShmCma, "COLL_SHM_CMA", "auto", "large shm messages: 1 single-copy (process_vm_readv, memcpy between threads), 0 staged through the ring, auto whichever the link measures faster (single-copy while the host's ranks outnumber its cores)");
+COLL_PARAM(kShmCmaProbeMs, "COLL_SHM_CMA_PROBE_MS", "100", "COLL_SHM_CMA=auto: milliseconds after which a link tries the way it did not pick again on one message");
 COLL_PARAM(kShmCmaThreshold, "COLL_SHM_CMA_THRESHOLD", "64K", "shm messages of at least this many bytes go single-copy when allowed");
 COLL_PARAM(kShmCmaChunk, "COLL_SHM_CMA_CHUNK", "512K", "bytes per single-copy step (one step per progress call)");
 COLL_PARAM(kShmCoopMin, "COLL_SHM_COOP_MIN", "256K", "single-copy shm messages of at least this many bytes are copied by both sides at once (sender pushes, receiver pulls); 0 turns it off");
@@ -46,9 +47,13 @@ class ShmTransport : public Transport {
     opt.ringBytes = cfg.getSize(kShmRingBytes);
     std::string why = shm::checkRingBytes(opt.ringBytes);
     COLL_CHECK_ARG(why.empty(), kShmRingBytes, ": ", why);
-    int64_t cma = cfg.getInt(kShmCma);
-    COLL_CHECK_ARG(cma == 0 || cma == 1, kShmCma, "=", cma, " is not 0 or 1");
-    opt.singleCopy = cma == 1;
+    const std::string& cma = cfg.getStr(kShmCma);
+    COLL_CHECK_ARG(cma == "0" || cma == "1" || cma == "auto", kShmCma, "=", cma, " is not 0, 1 or auto");
+    opt.singleCopy = cma != "0";
+    opt.adaptiveCopy = cma == "auto";
+    const int64_t probeMs = cfg.getInt(kShmCmaProbeMs);
+    COLL_CHECK_ARG(probeMs >= 0 && probeMs <= 3'600'000, kShmCmaProbeMs, "=", probeMs, " is not in [0, 3600000]");
+    opt.copyProbeNs = static_cast<uint64_t>(probeMs) * 1'000'000;
     opt.singleCopyMin = cfg.getSize(kShmCmaThreshold);
     opt.copyChunk = cfg.getSize(kShmCmaChunk);
     COLL_CHECK_ARG(opt.copyChunk >= 4096, kShmCmaChunk, "=", opt.copyChunk, " is below 4096");

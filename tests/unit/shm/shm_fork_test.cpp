@@ -136,12 +136,14 @@ int exchange(Link* link, int me, const std::vector<size_t>& sizes, bool sharedBu
   return bad;
 }
 
-class ShmFork : public ::testing::TestWithParam<bool> {};
+// COLL_SHM_CMA: 1 single-copy, 0 staged, auto chosen per message by measurement.
+class ShmFork : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ShmFork, ExchangeBetweenProcesses) {
-  bool cma = GetParam();
+  const std::string mode = GetParam();
+  const bool cma = mode != "0";
   Config cfg = Config::fromEnv();
-  cfg.set("COLL_SHM_CMA", cma ? "1" : "0");
+  cfg.set("COLL_SHM_CMA", mode);
   size_t t = cfg.getSize("COLL_SHM_CMA_THRESHOLD");
   std::vector<size_t> sizes = {0, 1, 63, 64, 4095, t - 1, t, t + 1, (8u << 20) + 3, 8};
   std::string tag = uniqueTag();
@@ -158,12 +160,48 @@ TEST_P(ShmFork, ExchangeBetweenProcesses) {
   auto* shm = dynamic_cast<shm::ShmLink*>(link.get());
   ASSERT_NE(shm, nullptr);
   EXPECT_EQ(shm->singleCopySend(), cma) << "the child (our descendant) may read us";
+  EXPECT_EQ(shm->chooser() != nullptr, mode == "auto");
   EXPECT_EQ(exchange(link.get(), 0, sizes), 0);
   closePair(link, c, tag);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shm, ShmFork, ::testing::Values(true, false),
-                         [](const auto& info) { return info.param ? "SingleCopy" : "Staged"; });
+INSTANTIATE_TEST_SUITE_P(Shm, ShmFork, ::testing::Values("1", "0", "auto"), [](const auto& info) {
+  return std::string(info.param) == "1" ? "SingleCopy" : std::string(info.param) == "0" ? "Staged" : "Auto";
+});
+
+// COLL_SHM_CMA=auto with trials back to back: staged and single-copy records (pulled,
+// pushed and cooperative ones) follow each other in both directions, and every byte
+// arrives where it belongs.
+TEST(ShmFork, ChosenModesMixWithoutLosingData) {
+  Config cfg = Config::fromEnv();
+  cfg.set("COLL_SHM_CMA", "auto");
+  cfg.set("COLL_SHM_CMA_PROBE_MS", "0");
+  std::vector<size_t> sizes;
+  for (int i = 0; i < 48; ++i) sizes.push_back((size_t{64} << 10) + static_cast<size_t>(i) * 4099);
+  sizes.push_back(3);
+  std::string tag = uniqueTag();
+  pid_t parent = getpid();
+  auto mixed = [](const shm::ShmLink* l) {
+    return l->chosenSends(shm::CopyModeChooser::kStaged) > 0 && l->chosenSends(shm::CopyModeChooser::kSingle) > 0;
+  };
+  Child c = forkChild([&](int fd) {
+    auto link = connectPair(fd, 1, parent, getpid(), tag, cfg);
+    int bad = 0;
+    for (int round = 0; round < 4; ++round) bad += exchange(link.get(), 1, sizes);
+    auto* shm = dynamic_cast<shm::ShmLink*>(link.get());
+    if (!shm || !mixed(shm)) return 10;
+    return bad;
+  });
+  ASSERT_GT(c.pid, 0);
+  auto link = connectPair(c.fd, 0, parent, c.pid, tag, cfg);
+  auto* shm = dynamic_cast<shm::ShmLink*>(link.get());
+  ASSERT_NE(shm, nullptr);
+  ASSERT_NE(shm->chooser(), nullptr);
+  for (int round = 0; round < 4; ++round) EXPECT_EQ(exchange(link.get(), 0, sizes), 0) << "round " << round;
+  EXPECT_TRUE(mixed(shm)) << shm->chosenSends(shm::CopyModeChooser::kStaged) << " staged, "
+                          << shm->chosenSends(shm::CopyModeChooser::kSingle) << " single-copy";
+  closePair(link, c, tag);
+}
 
 // Buffers in collMemAlloc memory: every single-copy byte goes through a mapping of the
 // peer's region (none through process_vm_readv/writev), pulled, pushed and cooperative

@@ -1,0 +1,161 @@
+// The staged / single-copy chooser of shm links (transport/shm/copy_mode.hpp), driven
+// with made-up times and rates.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "transport/shm/copy_mode.hpp"
+
+namespace coll::shm {
+namespace {
+
+using Mode = CopyModeChooser::Mode;
+constexpr Mode kStaged = CopyModeChooser::kStaged;
+constexpr Mode kSingle = CopyModeChooser::kSingle;
+constexpr int kTrial = CopyModeChooser::kTrialMessages;
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint64_t kMsg = 512 << 10;
+
+// A chooser probing every 100 ms; `now` starts inside an interval of its own.
+struct Chooser : ::testing::Test {
+  CopyModeChooser c{100 * kMs};
+  uint64_t now = 1000 * kMs + 1;
+
+  // One delivery of n messages of mode m at `rate` bytes/ns.
+  void deliver(Mode m, int n, double rate) {
+    const uint64_t ns = static_cast<uint64_t>(static_cast<double>(n * kMsg) / rate);
+    now += ns;
+    c.delivered(m, n, n * kMsg, ns, now);
+  }
+  // Picks and delivers messages one by one, the staged ones at `staged` bytes/ns and the
+  // single-copy ones at `single`, until the next probe interval begins. Returns the picks.
+  std::vector<Mode> runInterval(double staged, double single) {
+    std::vector<Mode> picks;
+    const uint64_t end = (now / (100 * kMs) + 1) * 100 * kMs;
+    while (now < end) {
+      const Mode m = c.pick(now);
+      picks.push_back(m);
+      deliver(m, 1, m == kStaged ? staged : single);
+    }
+    return picks;
+  }
+  static int count(const std::vector<Mode>& picks, Mode m) {
+    int n = 0;
+    for (Mode p : picks) n += p == m;
+    return n;
+  }
+};
+
+TEST_F(Chooser, StagedFirstThenOneTrialOfSingleCopyPerInterval) {
+  ASSERT_EQ(c.pick(now), kStaged);  // nothing measured: the staged copy first
+  deliver(kStaged, 1, 10.0);
+  // Then the other way, on kTrialMessages messages in a row.
+  for (int i = 0; i < kTrial; ++i) ASSERT_EQ(c.pick(now), kSingle) << i;
+  ASSERT_EQ(c.pick(now), kStaged) << "the trial is over once it has its messages";
+  for (int i = 0; i < kTrial; ++i) deliver(kSingle, 1, 5.0);
+  deliver(kStaged, 1, 10.0);
+  EXPECT_EQ(c.current(), kStaged);
+  EXPECT_NEAR(c.rate(kSingle), 5.0, 0.01);
+  // Every later interval: one trial, the rest staged.
+  runInterval(10.0, 5.0);  // the rest of this one: it had its trial
+  for (int interval = 0; interval < 5; ++interval) {
+    std::vector<Mode> picks = runInterval(10.0, 5.0);
+    EXPECT_EQ(count(picks, kSingle), kTrial) << "interval " << interval;
+    EXPECT_GT(count(picks, kStaged), 1000);
+  }
+  EXPECT_NEAR(c.rate(kStaged), 10.0, 0.01);
+}
+
+TEST_F(Chooser, GoesSingleCopyWhenTheStagedCopyFallsBelowTheLastTrial) {
+  runInterval(10.0, 5.0);
+  runInterval(10.0, 5.0);
+  ASSERT_EQ(c.current(), kStaged);
+  ASSERT_NEAR(c.rate(kSingle), 5.0, 0.01);
+  // One very slow delivery (a late receiver) does not flip it; a few slow ones do.
+  deliver(kStaged, 1, 0.5);
+  EXPECT_EQ(c.current(), kStaged);
+  int taken = 0;
+  while (c.current() == kStaged && taken < 50) {
+    // (This interval's trial of single-copy may come first.)
+    const Mode m = c.pick(now);
+    deliver(m, 1, m == kStaged ? 2.0 : 5.0);
+    taken += m == kStaged;
+  }
+  EXPECT_EQ(c.current(), kSingle);
+  EXPECT_LE(taken, 6);
+  // For the rest of the interval everything goes single-copy (no trial of staged yet:
+  // this interval has had its trial).
+  std::vector<Mode> picks = runInterval(2.0, 5.0);
+  EXPECT_EQ(count(picks, kStaged), 0);
+  // The next interval tries the staged copy again, which is still slow.
+  picks = runInterval(2.0, 5.0);
+  EXPECT_EQ(count(picks, kStaged), kTrial);
+  EXPECT_EQ(c.current(), kSingle);
+  // Once it is fast again, the next trial wins it back.
+  runInterval(10.0, 5.0);
+  EXPECT_EQ(c.current(), kStaged);
+  picks = runInterval(10.0, 5.0);
+  EXPECT_EQ(count(picks, kSingle), kTrial);
+}
+
+TEST_F(Chooser, TheFirstDeliveryAfterASwitchIsNotCounted) {
+  ASSERT_EQ(c.pick(now), kStaged);
+  deliver(kStaged, 1, 10.0);
+  for (int i = 0; i < kTrial; ++i) ASSERT_EQ(c.pick(now), kSingle);
+  // The trial's first delivery follows a staged one: however fast it looks (its time was
+  // partly spent before the previous delivery was seen), it is not a sample.
+  deliver(kSingle, 1, 1000.0);
+  for (int i = 1; i < kTrial; ++i) {
+    EXPECT_EQ(c.current(), kStaged) << "decided before the trial ended, at delivery " << i;
+    deliver(kSingle, 1, 4.0);
+  }
+  EXPECT_EQ(c.current(), kStaged);
+  EXPECT_NEAR(c.rate(kSingle), 4.0, 0.01);
+}
+
+TEST_F(Chooser, ARateIsARatioOfSumsNotAnAverageOfRates) {
+  runInterval(6.0, 3.0);
+  ASSERT_EQ(c.current(), kStaged);
+  // Deliveries are seen when the sender polls: one message's time can come out nearly
+  // zero because the one before it was seen late and took its time. Together they are
+  // right, and so must be the estimate.
+  for (int i = 0; i < 10; ++i) {
+    c.pick(now);
+    deliver(kStaged, 1, 6.0 * kMsg / (2.0 * kMsg - 1000.0 * 6.0));  // long
+    c.pick(now);
+    deliver(kStaged, 1, kMsg / 1000.0);  // 1000 ns: absurdly fast
+  }
+  EXPECT_NEAR(c.rate(kStaged), 6.0, 1.2);  // an average of the rates: ~260
+}
+
+TEST_F(Chooser, UntimedTrialCountsAsSlow) {
+  runInterval(10.0, 5.0);
+  runInterval(2.0, 5.0);
+  ASSERT_EQ(c.current(), kSingle);
+  now = (now / (100 * kMs) + 1) * 100 * kMs;
+  for (int i = 0; i < kTrial; ++i) ASSERT_EQ(c.pick(now), kStaged);
+  // The caller stopped polling before they were delivered: no time for any of them.
+  c.delivered(kStaged, kTrial, 0, 0, now);
+  EXPECT_EQ(c.current(), kSingle);
+  EXPECT_EQ(c.rate(kStaged), 0.0);
+  EXPECT_EQ(c.pick(now + 1), kSingle);
+}
+
+TEST(ChooserProbe, ZeroIntervalRunsTrialsBackToBack) {
+  // Tests of the link use this to mix the two kinds of records in one stream.
+  CopyModeChooser c(0);
+  uint64_t now = 1;
+  ASSERT_EQ(c.pick(now), kStaged);
+  c.delivered(kStaged, 1, kMsg, 100'000, ++now);
+  int staged = 0, single = 0;
+  for (int round = 0; round < 5; ++round) {
+    for (int i = 0; i < 2 * kTrial; ++i) (c.pick(++now) == kStaged ? staged : single)++;
+    c.delivered(kSingle, kTrial, kTrial * kMsg, 1000, ++now);
+    c.delivered(kStaged, kTrial, kTrial * kMsg, 1000, ++now);
+  }
+  EXPECT_EQ(single, 5 * kTrial);
+  EXPECT_EQ(staged, 5 * kTrial);
+}
+
+}  // namespace
+}  // namespace coll::shm

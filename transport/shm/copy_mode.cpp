@@ -1,0 +1,74 @@
+#include "transport/shm/copy_mode.hpp"
+
+#include <algorithm>
+
+namespace coll::shm {
+namespace {
+
+// How much of the running sums of the mode in use each new sample replaces: a real change
+// shows within a few deliveries, and one slow message (a receiver that posted late) does
+// not flip the choice on its own. The estimate is a ratio of sums, not an average of
+// rates: deliveries are observed when the sender polls, so one sample's time may be
+// short by what the previous one's was long, and their sum is what is right.
+constexpr double kKeep = 0.75;
+// A sample counts for at most this many times the time the estimate expects for its
+// bytes: one very late delivery weighs like a few slow ones, not like a spell.
+constexpr double kMaxSlowdown = 4;
+
+}  // namespace
+
+CopyModeChooser::Mode CopyModeChooser::pick(uint64_t nowNs) {
+  if (!trial_) {
+    const uint64_t epoch = nowNs / probeEvery_;
+    if (!measured_[current_] || epoch == trialEpoch_) return current_;
+    trial_ = true;
+    trialEpoch_ = epoch;
+    trialPicked_ = trialDelivered_ = 0;
+    trialBytes_ = trialNs_ = 0;
+  }
+  if (trialPicked_ >= kTrialMessages) return current_;  // waiting for the trial's deliveries
+  ++trialPicked_;
+  return other();
+}
+
+void CopyModeChooser::delivered(Mode m, int messages, uint64_t bytes, uint64_t busyNs, uint64_t nowNs) {
+  const bool timed = m == lastDelivered_ && busyNs > 0 && bytes > 0;
+  lastDelivered_ = m;
+  if (trial_ && m == other()) {
+    trialDelivered_ += messages;
+    if (timed) {
+      trialBytes_ += bytes;
+      trialNs_ += busyNs;
+    }
+    if (trialPicked_ >= kTrialMessages && trialDelivered_ >= trialPicked_) endTrial(nowNs);
+    return;
+  }
+  if (!timed) return;
+  // A stale estimate says nothing about now: the new sample replaces it.
+  const bool fresh = measured_[m] && nowNs - measuredAt_[m] < probeEvery_;
+  const double keep = fresh ? kKeep : 0;
+  double ns = static_cast<double>(busyNs);
+  if (fresh && rate_[m] > 0) ns = std::min(ns, kMaxSlowdown * static_cast<double>(bytes) / rate_[m]);
+  sumBytes_[m] = keep * sumBytes_[m] + static_cast<double>(bytes);
+  sumNs_[m] = keep * sumNs_[m] + ns;
+  rate_[m] = sumBytes_[m] / sumNs_[m];
+  measured_[m] = true;
+  measuredAt_[m] = nowNs;
+  // The mode in use got slower than the other was at its last trial: go over at once (if
+  // that figure is out of date, the other's own deliveries soon say so).
+  if (m == current_ && measured_[other()] && rate_[other()] > rate_[m]) current_ = other();
+}
+
+void CopyModeChooser::endTrial(uint64_t nowNs) {
+  trial_ = false;
+  const Mode o = other();
+  // A trial that could not be timed counts as slow until the next one.
+  sumBytes_[o] = static_cast<double>(trialBytes_);
+  sumNs_[o] = static_cast<double>(trialNs_);
+  rate_[o] = trialNs_ > 0 ? sumBytes_[o] / sumNs_[o] : 0;
+  measured_[o] = true;
+  measuredAt_[o] = nowNs;
+  if (rate_[o] > rate_[current_]) current_ = o;
+}
+
+}  // namespace coll::shm

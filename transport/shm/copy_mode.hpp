@@ -1,0 +1,69 @@
+// How a large message between two processes crosses a shm link, chosen by measurement
+// (COLL_SHM_CMA=auto).
+//
+//   staged       the sender copies the message into the ring, the receiver copies it
+//                out, both at once: no system call, no page pinning, and the ring stays
+//                in cache. Fast while the two cores exchange cache lines quickly.
+//   single-copy  one side copies straight between the two buffers through the kernel
+//                (process_vm_readv/writev): one copy, from memory, which keeps its speed
+//                when cache lines move slowly between the cores.
+//
+// On the development machine the staged copy is 1.3-2x faster most of the time, and
+// 2-4x slower in spells of seconds when the host's cross-core transfers slow down (the
+// kernel copy keeps its speed). So the sender measures both: the delivery rate of each
+// mode, in bytes per nanosecond of link busy time, from a message's start (or the
+// previous delivery, when it queued behind one) until its delivery (the receiver's ack,
+// or its tail passing the message's end in the ring). Messages go the way measured
+// faster; the other way is tried again on a few consecutive messages once per probe
+// interval. Trials start at the first message after a boundary of the shared monotonic
+// clock (a multiple of the interval), so the two ranks of a link, whose traffic is mostly
+// symmetric, try the other way at about the same time: a trial against the peer's
+// traffic of the other kind would mostly measure the mixture.
+//
+// Pure logic on caller-supplied times, so it is tested without a clock.
+#pragma once
+
+#include <cstdint>
+
+namespace coll::shm {
+
+class CopyModeChooser {
+ public:
+  enum Mode : int { kStaged = 0, kSingle = 1 };
+  // Messages in a trial of the mode not in use. The first delivery after the other
+  // mode's is not counted in any figure (it pays for the switch).
+  static constexpr int kTrialMessages = 8;
+
+  // probeEveryNs: the probe interval (0: trials back to back, which tests use to mix the
+  // modes).
+  explicit CopyModeChooser(uint64_t probeEveryNs) : probeEvery_(probeEveryNs > 0 ? probeEveryNs : 1) {}
+
+  // The mode of the next eligible message, sent at nowNs.
+  Mode pick(uint64_t nowNs);
+  // `messages` delivered messages of mode m, seen together at nowNs (in delivery order):
+  // `bytes` in `busyNs` of link time. busyNs == 0 says they could not be timed.
+  void delivered(Mode m, int messages, uint64_t bytes, uint64_t busyNs, uint64_t nowNs);
+
+  Mode current() const { return current_; }
+  // Bytes per nanosecond (= GB/s) last estimated for m; 0 when not measured.
+  double rate(Mode m) const { return rate_[m]; }
+
+ private:
+  Mode other() const { return current_ == kStaged ? kSingle : kStaged; }
+  void endTrial(uint64_t nowNs);
+
+  uint64_t probeEvery_;
+  Mode current_ = kStaged;
+  double rate_[2] = {0, 0};
+  double sumBytes_[2] = {0, 0}, sumNs_[2] = {0, 0};  // decaying sums behind rate_
+  uint64_t measuredAt_[2] = {0, 0};
+  bool measured_[2] = {false, false};
+  Mode lastDelivered_ = kStaged;
+  // Trials of the mode not in use: the last one's interval, and the running one.
+  uint64_t trialEpoch_ = 0;
+  bool trial_ = false;
+  int trialPicked_ = 0, trialDelivered_ = 0;
+  uint64_t trialBytes_ = 0, trialNs_ = 0;
+};
+
+}  // namespace coll::shm

@@ -14,15 +14,24 @@ constexpr double kKeep = 0.75;
 // A sample counts for at most this many times the time the estimate expects for its
 // bytes: one very late delivery weighs like a few slow ones, not like a spell.
 constexpr double kMaxSlowdown = 4;
+// The mode in use is left between trials only when its rate falls this far below the
+// other's: noise in a few deliveries is not a reason to change.
+constexpr double kLeaveBelow = 0.9;
+// After leaving a mode that way, it is tried again after this fraction of the probe
+// interval: a dip that passed costs little, a spell is confirmed and the full interval
+// applies again.
+constexpr uint64_t kRetryDivisor = 8;
+
+// The first boundary of the shared clock's multiples of `every` after `now`.
+uint64_t nextBoundary(uint64_t now, uint64_t every) { return (now / every + 1) * every; }
 
 }  // namespace
 
 CopyModeChooser::Mode CopyModeChooser::pick(uint64_t nowNs) {
   if (!trial_) {
-    const uint64_t epoch = nowNs / probeEvery_;
-    if (!measured_[current_] || epoch == trialEpoch_) return current_;
+    if (!measured_[current_] || nowNs < nextTrialNs_) return current_;
     trial_ = true;
-    trialEpoch_ = epoch;
+    nextTrialNs_ = nextBoundary(nowNs, probeEvery_);
     trialPicked_ = trialDelivered_ = 0;
     trialBytes_ = trialNs_ = 0;
   }
@@ -54,9 +63,13 @@ void CopyModeChooser::delivered(Mode m, int messages, uint64_t bytes, uint64_t b
   rate_[m] = sumBytes_[m] / sumNs_[m];
   measured_[m] = true;
   measuredAt_[m] = nowNs;
-  // The mode in use got slower than the other was at its last trial: go over at once (if
-  // that figure is out of date, the other's own deliveries soon say so).
-  if (m == current_ && measured_[other()] && rate_[other()] > rate_[m]) current_ = other();
+  // The mode in use got clearly slower than the other was at its last trial: go over at
+  // once (if that figure is out of date, the other's own deliveries soon say so, or the
+  // early trial of the mode just left).
+  if (m == current_ && measured_[other()] && rate_[m] < kLeaveBelow * rate_[other()]) {
+    current_ = other();
+    nextTrialNs_ = std::min(nextTrialNs_, nextBoundary(nowNs, std::max<uint64_t>(1, probeEvery_ / kRetryDivisor)));
+  }
 }
 
 void CopyModeChooser::endTrial(uint64_t nowNs) {

@@ -18,7 +18,9 @@
 // interval. Trials start at the first message after a boundary of the shared monotonic
 // clock (a multiple of the interval), so the two ranks of a link, whose traffic is mostly
 // symmetric, try the other way at about the same time: a trial against the peer's
-// traffic of the other kind would mostly measure the mixture.
+// traffic of the other kind would mostly measure the mixture. Between trials the mode in
+// use is left only when its rate falls 10% below the other's last figure; the mode left
+// that way gets its trial after an eighth of the interval, in case it was a dip.
 //
 // Pure logic on caller-supplied times, so it is tested without a clock.
 #pragma once
@@ -59,8 +61,8 @@ class CopyModeChooser {
   uint64_t measuredAt_[2] = {0, 0};
   bool measured_[2] = {false, false};
   Mode lastDelivered_ = kStaged;
-  // Trials of the mode not in use: the last one's interval, and the running one.
-  uint64_t trialEpoch_ = 0;
+  // Trials of the mode not in use: when the next may start, and the running one.
+  uint64_t nextTrialNs_ = 0;
   bool trial_ = false;
   int trialPicked_ = 0, trialDelivered_ = 0;
   uint64_t trialBytes_ = 0, trialNs_ = 0;

@@ -67,7 +67,7 @@ struct LinkParams {
   // single-copy, whichever the link measured faster lately (copy_mode.hpp). Otherwise
   // every message of at least singleCopyMin goes single-copy when singleCopySend.
   bool adaptiveCopy = false;
-  uint64_t copyProbeNs = 100'000'000;  // the chooser's probe interval
+  uint64_t copyProbeNs = 1'000'000'000;  // the chooser's probe interval
 };
 
 // In-ring record header; payloads of data records up to kInlineMax bytes follow it at
@@ -179,6 +179,10 @@ class ShmLink final : public Link {
   bool timeDeliveries();
   void delivered(CopyModeChooser::Mode m, int messages, uint64_t bytes, uint64_t startNs);
   void untimeStaged();
+  bool followsPeer(uint64_t nowNs) const;
+  // The peer's latest large record: a lower side's choice the higher side follows for
+  // this fraction of the probe interval.
+  static constexpr uint64_t kFollowDivisor = 8;
   // Writes a header line: everything but the first word, then that word, sealed (release).
   void sealHeader(uint8_t* line, const Record& r, const void* inl, size_t inlBytes);
 
@@ -251,7 +255,10 @@ class ShmLink final : public Link {
   };
   std::deque<StagedDue> stagedDue_;  // timed staged sends not yet taken out of the ring
   uint64_t lastDeliveredNs_ = 0;
+  bool resync_ = true;  // the next delivery is the first since the link was idle
   uint64_t chosen_[2] = {0, 0};
+  CopyModeChooser::Mode peerMode_ = CopyModeChooser::kStaged;  // receiver: what the peer's ...
+  uint64_t peerModeNs_ = 0;  // ... latest record of at least singleCopyMin bytes was, and when
 
   // Receiver state.
   XferQueue recvQ_;

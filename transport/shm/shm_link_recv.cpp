@@ -77,6 +77,10 @@ bool ShmLink::startRecord(Xfer* x, bool headCheck) {
   r.seq = static_cast<uint32_t>(d >> 32);
   checkRecord(r, x);
   ++recvSeq_;
+  if (adaptive_ && side_ == 1 && r.bytes >= p_.singleCopyMin && r.bytes > 0) {
+    peerMode_ = r.tag == kTagSingle || r.tag == kTagPush ? CopyModeChooser::kSingle : CopyModeChooser::kStaged;
+    peerModeNs_ = nowNs();
+  }
   if (r.tag == kTagSingle || r.tag == kTagPush) {
     raddr_ = r.addr;
     rregion_ = r.region;

@@ -120,11 +120,18 @@ bool ShmLink::emitHeader(Xfer* x) {
   if (single && !p_.sameProcess) region = SharedAllocations::instance().find(x->buf, x->bytes);
   // Plain process memory: the chooser says which way is faster now. (Mapped collMemAlloc
   // memory and threads of one process copy without the kernel: single-copy always wins.)
-  const bool timed = single && adaptive_ && !region.valid();
+  bool timed = single && adaptive_ && !region.valid();
   uint64_t startNs = 0;
   if (timed) {
     startNs = nowNs();
-    const CopyModeChooser::Mode m = chooser_.pick(startNs);
+    CopyModeChooser::Mode m;
+    if (followsPeer(startNs)) {
+      // The peer's choice for the link, as its latest large record shows it.
+      m = peerMode_;
+      timed = false;
+    } else {
+      m = chooser_.pick(startNs);
+    }
     ++chosen_[m];
     single = m == CopyModeChooser::kSingle;
   }
@@ -255,9 +262,19 @@ bool ShmLink::timeDeliveries() {
 // this link (its operation is done) while the receiver still copies them out: when it
 // next posts to an idle link, however long after, their deliveries cannot be timed.
 void ShmLink::untimeStaged() {
+  resync_ = true;
   if (stagedDue_.empty()) return;
   chooser_.delivered(CopyModeChooser::kStaged, static_cast<int>(stagedDue_.size()), 0, 0, nowNs());
   stagedDue_.clear();
+}
+
+// Symmetric traffic (ring steps: both sides send alike) goes best when both directions
+// take the same way, and the trials of one side are clean only when the other side's
+// traffic changes with them: so the higher side of the pair takes the way of the lower
+// side's latest large record while those keep coming, and chooses by itself otherwise
+// (it alone sends, as the root of a broadcast).
+bool ShmLink::followsPeer(uint64_t nowNs) const {
+  return side_ == 1 && peerModeNs_ != 0 && nowNs - peerModeNs_ < p_.copyProbeNs / kFollowDivisor;
 }
 
 // The link was busy with these messages from their start, or from the previous
@@ -265,7 +282,11 @@ void ShmLink::untimeStaged() {
 void ShmLink::delivered(CopyModeChooser::Mode m, int messages, uint64_t bytes, uint64_t startNs) {
   const uint64_t now = nowNs();
   const uint64_t from = std::max(startNs, lastDeliveredNs_);
-  chooser_.delivered(m, messages, bytes, now > from ? now - from : 0, now);
+  // The first delivery after the link was idle waited for the peer to reach the same
+  // operation (ranks arrive at different times): not a measure of either way.
+  const uint64_t busy = resync_ || now <= from ? 0 : now - from;
+  resync_ = false;
+  chooser_.delivered(m, messages, bytes, busy, now);
   lastDeliveredNs_ = now;
 }
 

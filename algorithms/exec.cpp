@@ -29,12 +29,13 @@ void Progress::send(int peer, const void* buf, size_t bytes, Xfer* x, void* mirr
 
 bool Progress::linkCopiesMirror(int peer) const { return comm_.link(peer).copiesMirror(); }
 
-void Progress::recv(int peer, void* buf, size_t bytes, Xfer* x, bool assist) {
+void Progress::recv(int peer, void* buf, size_t bytes, Xfer* x, bool assist, bool cold) {
   touch(peer);
   *x = Xfer{};
   x->buf = buf;
   x->bytes = bytes;
   x->assist = assist;
+  x->cold = cold;
   comm_.link(peer).postRecv(x);
 }
 

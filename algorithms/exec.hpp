@@ -46,8 +46,8 @@ class Progress {
   // mirror: see Xfer::mirror; only on links that copy it (linkCopiesMirror).
   void send(int peer, const void* buf, size_t bytes, Xfer* x, void* mirror = nullptr);
   bool linkCopiesMirror(int peer) const;
-  // assist: see Xfer::assist.
-  void recv(int peer, void* buf, size_t bytes, Xfer* x, bool assist = false);
+  // assist, cold: see Xfer.
+  void recv(int peer, void* buf, size_t bytes, Xfer* x, bool assist = false, bool cold = false);
   // A receive that lands as buf = reduce(with, incoming); only where
   // linkReducesOnReceive said yes for that data, see Xfer::with.
   void recvReduce(int peer, void* buf, const void* with, size_t bytes, collDataType_t dt,

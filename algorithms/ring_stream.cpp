@@ -112,7 +112,8 @@ class RingRunner {
       size_t slot = recvsPosted_ % depth_;
       char* out = rs_.dst(b, es_) + c.k * chunkElems_ * es_;
       if (c.t >= rs_.reduceSteps) {
-        pg_.recv(prev_, out, len * es_, &recvX_[slot]);
+        // The last step's blocks are not forwarded: final output, not read again here.
+        pg_.recv(prev_, out, len * es_, &recvX_[slot], false, c.t == rs_.steps - 1);
       } else if (fused_) {
         const char* with = rs_.local + (rs_.blocks.off(b) + c.k * chunkElems_) * es_;
         pg_.recvReduce(prev_, out, with, len * es_, rs_.dt, rs_.op, &recvX_[slot]);

@@ -37,6 +37,10 @@ struct Xfer {
   // otherwise just wait (broadcast, send/recv); not where both sides are busy and the
   // receiver wants the bytes in its own cache (ring reductions).
   bool assist = false;
+  // Receives: buf is a final output that the caller does not read again soon (no later
+  // step forwards or reduces it), so the transport may write it past the cache
+  // (streaming stores: no read of the destination's lines before they are overwritten).
+  bool cold = false;
   // Sends on links whose copiesMirror() is true: the transport also copies the message
   // into mirror (the sender's own copy of the data, as an out-of-place all-gather
   // keeps), piece by piece while each piece is in cache from the send, and has done so

@@ -43,7 +43,8 @@ class ChainBroadcast final : public Algorithm {
     while (sDone < sTotal || rDone < rTotal || copied < nchunks) {
       bool acted = false;
       while (rPosted < rTotal && rPosted - rDone < depth) {
-        pg.recv(prev, out + rPosted * chunk, len(rPosted), &rx[rPosted % depth], true);
+        // The chain's last rank forwards nothing: its output is not read again here.
+        pg.recv(prev, out + rPosted * chunk, len(rPosted), &rx[rPosted % depth], true, !sends);
         ++rPosted;
         acted = true;
       }

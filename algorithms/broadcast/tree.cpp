@@ -43,7 +43,9 @@ class TreeBroadcast final : public Algorithm {
     while (rDone < nchunks || sDone[0] < sTotal[0] || sDone[1] < sTotal[1]) {
       bool acted = false;
       while (recvs && rPosted < nchunks && rPosted - rDone < depth) {
-        pg.recv(ring.order[node.parent], out + rPosted * chunk, len(rPosted), &rx[rPosted % depth], true);
+        // A leaf forwards nothing: its output is not read again here.
+        pg.recv(ring.order[node.parent], out + rPosted * chunk, len(rPosted), &rx[rPosted % depth], true,
+                sTotal[0] + sTotal[1] == 0);
         ++rPosted;
         acted = true;
       }

@@ -94,6 +94,8 @@ inline uint64_t sealWord(uint32_t tag, uint32_t seq, uint64_t key) {
 // Mirror copies of sends at least this large use streaming stores (core/reduce.hpp):
 // the mirror is the sender's own copy of a large output, not read again soon.
 constexpr size_t kMirrorStreamMin = size_t{256} << 10;
+// Pieces of cold receives (Xfer::cold) at least this large land with streaming stores.
+constexpr size_t kColdStreamMin = size_t{4} << 10;
 constexpr size_t kInlineOffset = 16;
 constexpr size_t kInlineMax = kLine - kInlineOffset;
 // Most bytes one progress() call copies per direction, so that one busy link cannot

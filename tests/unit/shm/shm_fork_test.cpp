@@ -121,6 +121,7 @@ int exchange(Link* link, int me, const std::vector<size_t>& sizes, bool sharedBu
     if (i % 3 != 0) sx[i].mirror = m;
     rx[i] = Xfer{r, sizes[i]};
     rx[i].assist = i % 2 == 0;  // large ones then go cooperative: the sender pushes pieces too
+    rx[i].cold = i % 4 < 2;     // staged pieces then land with streaming stores
     postPair(link, &sx[i], &rx[i], all);
   }
   drive({link}, all);

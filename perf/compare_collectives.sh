@@ -6,7 +6,8 @@
 # --target (default 1.5x) at every size measured. MPI_Bcast has one buffer, so broadcast
 # is compared with our in-place column (root's buffer is the data, as in MPI); the
 # others with our out-of-place column, as MPI's calls are out of place. For the 2-rank
-# all-gather it also prints the ratio the memory allows at all (allgather_floor).
+# all-gather it also prints the ratios the memory allows at all for each way of moving
+# the bytes (allgather_floor), measured in the same run.
 # --register runs our tools with -R 1: their buffers come from collMemAlloc, which
 # same-host peers map (Open MPI's buffers stay plain malloc memory).
 #
@@ -85,7 +86,8 @@ for coll in $colls; do
     largest=$(awk 'END { print $1 }' "$out/ours.tsv")
     if [ -n "$largest" ] && [ $((largest / 2 % 64)) = 0 ] && [ "$largest" -ge 128 ]; then
       "$build/perf/allgather_floor" $((largest / 2)) |
-        sed -n -e 's/^floor ratio/# memory floor at '"$largest"' B: best possible ratio/p' \
+        sed -n -e 's/^floor ratio/# memory floor at '"$largest"' B, kernel copies: best possible ratio/p' \
+          -e 's/^staged floor ratio/# memory floor at '"$largest"' B, staged through a ring: best possible ratio/p' \
           -e 's/^mapped floor ratio/# memory floor at '"$largest"' B with mapped buffers (-R 1): best possible ratio/p'
     fi
   fi

@@ -13,10 +13,17 @@
 //   mapped-push      both outputs are shared mappings (what collMemAlloc buffers are to
 //                    the shm transport): each writes its block into its own output and
 //                    the peer's with streaming stores, no kernel in the way
+//   staged           each copies its block piece by piece into a 1 MiB ring shared with
+//                    the peer (and into its own output with streaming stores, while the
+//                    piece is in cache), and copies the peer's pieces out of the other
+//                    ring into its output with streaming stores: the shm transport's
+//                    staged path, both cores copying at once through the cache
 //
 // Both processes run the same variant at once, as the ranks of a job do. The ratio of
-// the two averages is the most an implementation of the second can gain over one of
-// the first on this machine's memory; perf/compare_collectives.sh prints it beside the
+// the first variant's average to another's is the most an implementation of that other
+// can gain over one of the first on this machine (at the moment: the staged variant
+// depends on how fast the two cores exchange cache lines, which changes for minutes at
+// a time on a shared host); perf/compare_collectives.sh prints them beside the
 // all-gather comparison.
 //
 //   allgather_floor [bytes per rank (default 32M)] [iterations (default 20)] [piece (default 128K)]
@@ -62,7 +69,14 @@ void copyStream(char* dst, const char* src, size_t n) {
 struct Shared {
   std::atomic<uint64_t> arrived[2];
   std::atomic<int> failed;
+  // The staged variant's rings, one per sender: bytes written and bytes taken.
+  struct alignas(64) Counter {
+    std::atomic<uint64_t> v;
+  };
+  Counter head[2], tail[2];
 };
+constexpr size_t kRingBytes = size_t{1} << 20;
+constexpr size_t kStagePiece = size_t{32} << 10;
 
 // Both processes arrive at the n-th barrier before either goes on; spins briefly, then
 // yields (the two may share one CPU).
@@ -150,6 +164,56 @@ double runMapped(const Args& a, Shared* sh, int rank, const char* send, char* co
   return total / a.iters;
 }
 
+// The fourth variant: rings[r] carries rank r's block to the peer.
+double runStaged(const Args& a, Shared* sh, int rank, const char* send, char* out, char* const rings[2],
+                 uint64_t& epoch) {
+  char* mine = out + static_cast<size_t>(rank) * a.bytes;
+  char* theirs = out + static_cast<size_t>(1 - rank) * a.bytes;
+  std::memset(out, 0, 2 * a.bytes);
+  double total = 0;
+  const int warmup = 2;
+  uint64_t base = 0;  // ring positions at the start of this iteration (both rings alike)
+  for (int it = 0; it < warmup + a.iters; ++it) {
+    barrier(sh, rank, ++epoch);
+    auto t0 = std::chrono::steady_clock::now();
+    size_t sent = 0, got = 0;
+    for (int idle = 0; sent < a.bytes || got < a.bytes;) {
+      bool moved = false;
+      const size_t room = kRingBytes - (base + sent - sh->tail[rank].v.load(std::memory_order_acquire));
+      if (sent < a.bytes && room >= kStagePiece) {
+        const size_t n = std::min(kStagePiece, a.bytes - sent);
+        std::memcpy(rings[rank] + (base + sent) % kRingBytes, send + sent, n);
+        sh->head[rank].v.store(base + sent + n, std::memory_order_release);
+        copyStream(mine + sent, send + sent, n);
+        sent += n;
+        moved = true;
+      }
+      const uint64_t avail = sh->head[1 - rank].v.load(std::memory_order_acquire) - (base + got);
+      if (got < a.bytes && avail > 0) {
+        const size_t n = std::min<size_t>(avail, kStagePiece);
+        copyStream(theirs + got, rings[1 - rank] + (base + got) % kRingBytes, n);
+        got += n;
+        sh->tail[1 - rank].v.store(base + got, std::memory_order_release);
+        moved = true;
+      }
+      if (moved) {
+        idle = 0;
+      } else {
+        if (sh->failed.load(std::memory_order_relaxed)) _exit(1);
+        if (++idle > 1000) sched_yield();
+      }
+    }
+    base += a.bytes;
+    barrier(sh, rank, ++epoch);
+    std::chrono::duration<double, std::milli> dt = std::chrono::steady_clock::now() - t0;
+    if (it >= warmup) total += dt.count();
+  }
+  for (int b = 0; b < 2; ++b)
+    for (size_t i = 0; i < a.bytes; i += 4093)
+      if (out[static_cast<size_t>(b) * a.bytes + i] != b + 1) return -1;
+  return total / a.iters;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -178,8 +242,11 @@ int main(int argc, char** argv) {
   char* outs[2];
   for (char*& o : outs)
     o = static_cast<char*>(mmap(nullptr, 2 * a.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  char* rings[2];
+  for (char*& r : rings)
+    r = static_cast<char*>(mmap(nullptr, kRingBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (sh == MAP_FAILED || send == MAP_FAILED || out == MAP_FAILED || outs[0] == MAP_FAILED ||
-      outs[1] == MAP_FAILED) {
+      outs[1] == MAP_FAILED || rings[0] == MAP_FAILED || rings[1] == MAP_FAILED) {
     std::fprintf(stderr, "allgather_floor: cannot map the buffers (%zu bytes per rank): %s\n", a.bytes, std::strerror(errno));
     return 1;
   }
@@ -199,7 +266,8 @@ int main(int argc, char** argv) {
   const double pull = runVariant(false, a, sh, rank, peer, send, out, epoch);
   const double push = runVariant(true, a, sh, rank, peer, send, out, epoch);
   const double mapped = runMapped(a, sh, rank, send, outs, epoch);
-  const bool good = pull > 0 && push > 0 && mapped > 0;
+  const double staged = runStaged(a, sh, rank, send, out, rings, epoch);
+  const bool good = pull > 0 && push > 0 && mapped > 0 && staged > 0;
   barrier(sh, rank, ++epoch);
   if (rank == 1) _exit(good ? 0 : 1);
   int status = 0;
@@ -210,9 +278,10 @@ int main(int argc, char** argv) {
   }
   std::printf("# all-gather floor: 2 processes, %zu bytes per rank, pieces of %zu bytes, %d iterations\n",
               a.bytes, a.piece, a.iters);
-  std::printf("copy-then-pull  %8.2f ms\npush-and-stream %8.2f ms\nmapped-push     %8.2f ms\n", pull, push,
-              mapped);
+  std::printf("copy-then-pull  %8.2f ms\npush-and-stream %8.2f ms\nmapped-push     %8.2f ms\nstaged          %8.2f ms\n",
+              pull, push, mapped, staged);
   std::printf("floor ratio (copy-then-pull / push-and-stream): %.2fx\n", pull / push);
   std::printf("mapped floor ratio (copy-then-pull / mapped-push): %.2fx\n", pull / mapped);
+  std::printf("staged floor ratio (copy-then-pull / staged): %.2fx\n", pull / staged);
   return 0;
 }

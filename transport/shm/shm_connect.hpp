@@ -33,7 +33,7 @@ struct ShmOptions {
   size_t ringBytes = 1 << 20;
   bool singleCopy = true;        // COLL_SHM_CMA != 0
   bool adaptiveCopy = true;      // COLL_SHM_CMA == auto
-  uint64_t copyProbeNs = 1'000'000'000;  // COLL_SHM_CMA_PROBE_MS
+  uint64_t copyProbeNs = 250'000'000;  // COLL_SHM_CMA_PROBE_MS
   size_t singleCopyMin = 1 << 16;
   size_t copyChunk = 1 << 20;
   size_t stageChunk = 1 << 15;

@@ -67,7 +67,7 @@ struct LinkParams {
   // single-copy, whichever the link measured faster lately (copy_mode.hpp). Otherwise
   // every message of at least singleCopyMin goes single-copy when singleCopySend.
   bool adaptiveCopy = false;
-  uint64_t copyProbeNs = 1'000'000'000;  // the chooser's probe interval
+  uint64_t copyProbeNs = 250'000'000;  // the chooser's probe interval
 };
 
 // In-ring record header; payloads of data records up to kInlineMax bytes follow it at

@@ -10,7 +10,7 @@ namespace coll {
 // Defaults picked by measurement on a 2-core host (see tests/unit/shm/shm_bench.cpp).
 COLL_PARAM(kShmRingBytes, "COLL_SHM_RING_BYTES", "1M", "bytes of each one-way ring of a shm link (power of two, 4K..1G)");
 COLL_PARAM(kShmCma, "COLL_SHM_CMA", "auto", "large shm messages: 1 single-copy (process_vm_readv, memcpy between threads), 0 staged through the ring, auto whichever the link measures faster (single-copy while the host's ranks outnumber its cores)");
-COLL_PARAM(kShmCmaProbeMs, "COLL_SHM_CMA_PROBE_MS", "1000", "COLL_SHM_CMA=auto: once per this many milliseconds a link sends a few large messages the way it is not using, to measure it again (0: all the time)");
+COLL_PARAM(kShmCmaProbeMs, "COLL_SHM_CMA_PROBE_MS", "250", "COLL_SHM_CMA=auto: once per this many milliseconds a link sends a few large messages the way it is not using, to measure it again (0: all the time)");
 COLL_PARAM(kShmCmaThreshold, "COLL_SHM_CMA_THRESHOLD", "64K", "shm messages of at least this many bytes go single-copy when allowed");
 COLL_PARAM(kShmCmaChunk, "COLL_SHM_CMA_CHUNK", "512K", "bytes per single-copy step (one step per progress call)");
 COLL_PARAM(kShmCoopMin, "COLL_SHM_COOP_MIN", "256K", "single-copy shm messages of at least this many bytes are copied by both sides at once (sender pushes, receiver pulls); 0 turns it off");

@@ -181,7 +181,7 @@ class ShmLink final : public Link {
   void refreshTail();
   void publishHead();
   // The chooser's measurements: deliveries of timed messages (copy_mode.hpp).
-  bool timeDeliveries();
+  void timeDeliveries();
   void delivered(CopyModeChooser::Mode m, int messages, uint64_t bytes, uint64_t startNs);
   void untimeStaged();
   bool followsPeer(uint64_t nowNs) const;

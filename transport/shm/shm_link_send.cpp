@@ -245,7 +245,7 @@ void ShmLink::refreshTail() {
 
 // Timed staged sends are delivered once the receiver's tail has passed their last byte
 // (the sender finishing its copy into the ring says nothing about the receiver's speed).
-bool ShmLink::timeDeliveries() {
+void ShmLink::timeDeliveries() {
   if (tailSeen_ < stagedDue_.front().end) refreshTail();
   int n = 0;
   uint64_t bytes = 0, startNs = 0;
@@ -255,7 +255,6 @@ bool ShmLink::timeDeliveries() {
     stagedDue_.pop_front();
   }
   if (n) delivered(CopyModeChooser::kStaged, n, bytes, startNs);
-  return n > 0;
 }
 
 // Staged sends complete once they are in the ring, and the caller may then stop polling

@@ -229,12 +229,16 @@ TEST(ShmConnect, EmptyPeerListsStayInStep) {
   EXPECT_TRUE(shmLeftovers(tag).empty());
 }
 
-// A rank with a bad setting fails with collInvalidArgument; its peers fail promptly with
-// collRemoteError instead of waiting in the all-gathers; nothing is left in /dev/shm.
-TEST(ShmConnect, BadSettingOnOneRankFailsAllPromptly) {
+// A rank with a bad setting fails with collInvalidArgument naming it; its peers fail
+// promptly with collRemoteError instead of waiting in the all-gathers; nothing is left
+// in /dev/shm.
+class ShmBadSetting : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
+
+TEST_P(ShmBadSetting, OnOneRankFailsAllPromptly) {
+  const auto [name, value] = GetParam();
   Config good = Config::fromEnv();
   Config bad = good;
-  bad.set("COLL_SHM_RING_BYTES", "1000");
+  bad.set(name, value);
   std::string tag = uniqueTag();
   auto group = std::make_shared<ThreadGroup>(3);
   std::vector<collResult_t> codes(3, collSuccess);
@@ -261,12 +265,19 @@ TEST(ShmConnect, BadSettingOnOneRankFailsAllPromptly) {
     });
   for (auto& t : ts) t.join();
   EXPECT_EQ(codes[1], collInvalidArgument) << msgs[1];
-  EXPECT_NE(msgs[1].find("COLL_SHM_RING_BYTES"), std::string::npos) << msgs[1];
+  EXPECT_NE(msgs[1].find(name), std::string::npos) << msgs[1];
   EXPECT_EQ(codes[0], collRemoteError) << msgs[0];
   EXPECT_EQ(codes[2], collRemoteError) << msgs[2];
   EXPECT_NE(msgs[0].find("rank 1"), std::string::npos) << msgs[0];
   EXPECT_TRUE(shmLeftovers(tag).empty());
 }
+
+INSTANTIATE_TEST_SUITE_P(ShmConnect, ShmBadSetting,
+                         ::testing::Values(std::make_pair("COLL_SHM_RING_BYTES", "1000"),
+                                           std::make_pair("COLL_SHM_CMA", "yes"),
+                                           std::make_pair("COLL_SHM_CMA", "2"),
+                                           std::make_pair("COLL_SHM_CMA_PROBE_MS", "-5")),
+                         [](const auto& info) { return "Case" + std::to_string(info.index); });
 
 }  // namespace
 }  // namespace coll::shmtest

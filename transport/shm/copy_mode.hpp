@@ -22,6 +22,12 @@
 // use is left only when its rate falls 10% below the other's last figure; the mode left
 // that way gets its trial after an eighth of the interval, in case it was a dip.
 //
+// A link starts single-copy and tries the staged way once the single copy has a figure.
+// The first delivery after the link was idle is never timed (it includes the wait for the
+// peer to arrive), so a link that carries one large message per call (send/recv, a
+// 2-rank all-to-all) is never measured and keeps the single copy, which is never far
+// from the best and needs only one side running.
+//
 // Pure logic on caller-supplied times, so it is tested without a clock.
 #pragma once
 
@@ -55,12 +61,12 @@ class CopyModeChooser {
   void endTrial(uint64_t nowNs);
 
   uint64_t probeEvery_;
-  Mode current_ = kStaged;
+  Mode current_ = kSingle;
   double rate_[2] = {0, 0};
   double sumBytes_[2] = {0, 0}, sumNs_[2] = {0, 0};  // decaying sums behind rate_
   uint64_t measuredAt_[2] = {0, 0};
   bool measured_[2] = {false, false};
-  Mode lastDelivered_ = kStaged;
+  Mode lastDelivered_ = kSingle;
   // Trials of the mode not in use: when the next may start, and the running one.
   uint64_t nextTrialNs_ = 0;
   bool trial_ = false;

@@ -46,24 +46,35 @@ struct Chooser : ::testing::Test {
   }
 };
 
-TEST_F(Chooser, StagedFirstThenOneTrialOfSingleCopyPerInterval) {
-  ASSERT_EQ(c.pick(now), kStaged);  // nothing measured: the staged copy first
-  deliver(kStaged, 1, 10.0);
-  // Then the other way, on kTrialMessages messages in a row.
-  for (int i = 0; i < kTrial; ++i) ASSERT_EQ(c.pick(now), kSingle) << i;
-  ASSERT_EQ(c.pick(now), kStaged) << "the trial is over once it has its messages";
-  for (int i = 0; i < kTrial; ++i) deliver(kSingle, 1, 5.0);
-  deliver(kStaged, 1, 10.0);
+TEST_F(Chooser, SingleCopyFirstThenTheStagedCopyWinsItsTrial) {
+  ASSERT_EQ(c.pick(now), kSingle);  // nothing measured: the single copy first
+  ASSERT_EQ(c.pick(now), kSingle) << "no trial before the single copy has a figure";
+  deliver(kSingle, 2, 5.0);
+  // Then the staged copy, on kTrialMessages messages in a row.
+  for (int i = 0; i < kTrial; ++i) ASSERT_EQ(c.pick(now), kStaged) << i;
+  ASSERT_EQ(c.pick(now), kSingle) << "the trial is over once it has its messages";
+  for (int i = 0; i < kTrial; ++i) deliver(kStaged, 1, 10.0);
   EXPECT_EQ(c.current(), kStaged);
-  EXPECT_NEAR(c.rate(kSingle), 5.0, 0.01);
-  // Every later interval: one trial, the rest staged.
+  EXPECT_NEAR(c.rate(kStaged), 10.0, 0.01);
+  // Every later interval: one trial of the single copy, the rest staged.
   runInterval(10.0, 5.0);  // the rest of this one: it had its trial
   for (int interval = 0; interval < 5; ++interval) {
     std::vector<Mode> picks = runInterval(10.0, 5.0);
     EXPECT_EQ(count(picks, kSingle), kTrial) << "interval " << interval;
     EXPECT_GT(count(picks, kStaged), 1000);
   }
-  EXPECT_NEAR(c.rate(kStaged), 10.0, 0.01);
+  EXPECT_NEAR(c.rate(kSingle), 5.0, 0.01);
+}
+
+TEST_F(Chooser, UntimedDeliveriesLeaveTheSingleCopyInPlace) {
+  // One large message per call: every delivery is the first after an idle link.
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(c.pick(now), kSingle);
+    now += 10 * kMs;
+    c.delivered(kSingle, 1, kMsg, 0, now);
+  }
+  EXPECT_EQ(c.rate(kSingle), 0.0);
+  EXPECT_EQ(c.rate(kStaged), 0.0);
 }
 
 TEST_F(Chooser, GoesSingleCopyWhenTheStagedCopyFallsBelowTheLastTrial) {
@@ -125,18 +136,18 @@ TEST_F(Chooser, APassingDipCostsAnEighthOfTheInterval) {
 }
 
 TEST_F(Chooser, TheFirstDeliveryAfterASwitchIsNotCounted) {
-  ASSERT_EQ(c.pick(now), kStaged);
-  deliver(kStaged, 1, 10.0);
-  for (int i = 0; i < kTrial; ++i) ASSERT_EQ(c.pick(now), kSingle);
-  // The trial's first delivery follows a staged one: however fast it looks (its time was
-  // partly spent before the previous delivery was seen), it is not a sample.
-  deliver(kSingle, 1, 1000.0);
+  ASSERT_EQ(c.pick(now), kSingle);
+  deliver(kSingle, 1, 5.0);
+  for (int i = 0; i < kTrial; ++i) ASSERT_EQ(c.pick(now), kStaged);
+  // The trial's first delivery follows a single-copy one: however fast it looks (its
+  // time was partly spent before the previous delivery was seen), it is not a sample.
+  deliver(kStaged, 1, 1000.0);
   for (int i = 1; i < kTrial; ++i) {
-    EXPECT_EQ(c.current(), kStaged) << "decided before the trial ended, at delivery " << i;
-    deliver(kSingle, 1, 4.0);
+    EXPECT_EQ(c.current(), kSingle) << "decided before the trial ended, at delivery " << i;
+    deliver(kStaged, 1, 4.0);
   }
-  EXPECT_EQ(c.current(), kStaged);
-  EXPECT_NEAR(c.rate(kSingle), 4.0, 0.01);
+  EXPECT_EQ(c.current(), kSingle);
+  EXPECT_NEAR(c.rate(kStaged), 4.0, 0.01);
 }
 
 TEST_F(Chooser, ARateIsARatioOfSumsNotAnAverageOfRates) {
@@ -171,8 +182,8 @@ TEST(ChooserProbe, ZeroIntervalRunsTrialsBackToBack) {
   // Tests of the link use this to mix the two kinds of records in one stream.
   CopyModeChooser c(0);
   uint64_t now = 1;
-  ASSERT_EQ(c.pick(now), kStaged);
-  c.delivered(kStaged, 1, kMsg, 100'000, ++now);
+  ASSERT_EQ(c.pick(now), kSingle);
+  c.delivered(kSingle, 1, kMsg, 100'000, ++now);
   int staged = 0, single = 0;
   for (int round = 0; round < 5; ++round) {
     for (int i = 0; i < 2 * kTrial; ++i) (c.pick(++now) == kStaged ? staged : single)++;

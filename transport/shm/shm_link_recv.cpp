@@ -207,9 +207,12 @@ void ShmLink::copyRemote(void* local, uint64_t remote, size_t n, bool write, con
 
 void ShmLink::land(Xfer* x, size_t off, const void* src, size_t n) {
   uint8_t* dst = static_cast<uint8_t*>(x->buf) + off;
-  if (!x->with && x->cold && n >= kColdStreamMin) copyStreaming(dst, src, n);
-  else if (!x->with) std::memcpy(dst, src, n);
-  else reduceBuffers(dst, static_cast<const uint8_t*>(x->with) + off, src, n / typeSize(x->dtype), x->dtype, x->op);
+  if (x->with)
+    reduceBuffers(dst, static_cast<const uint8_t*>(x->with) + off, src, n / typeSize(x->dtype), x->dtype, x->op);
+  else if (x->cold && n >= kColdStreamMin)
+    copyStreaming(dst, src, n);
+  else
+    std::memcpy(dst, src, n);
 }
 
 void ShmLink::reduceRemote(Xfer* x, size_t off, size_t n) {

@@ -10,7 +10,7 @@
 namespace coll {
 
 Progress::Progress(Comm& comm, const char* what)
-    : comm_(comm), what_(what), deadline_(comm.timeoutSec()), backoff_(comm.hot().spinCount, comm.hot().maxSleepUs) {}
+    : comm_(comm), what_(what), backoff_(comm.hot().spinCount, comm.hot().maxSleepUs) {}
 
 void Progress::touch(int peer) {
   if (std::find(touchedPeers_.begin(), touchedPeers_.end(), peer) != touchedPeers_.end()) return;
@@ -87,12 +87,17 @@ void Progress::idle() {
         backoff_.idle();
       }
     }
-    comm_.checkHealth(deadline_, what_);
+    checkHealth();
     return;
   }
   backoff_.idle();
   // Health checks cost a clock read (and now and then a syscall): not on every spin.
-  if ((backoff_.idleCount() & 255) == 0) comm_.checkHealth(deadline_, what_);
+  if ((backoff_.idleCount() & 255) == 0) checkHealth();
+}
+
+void Progress::checkHealth() {
+  if (!deadline_) deadline_.emplace(comm_.timeoutSec());
+  comm_.checkHealth(*deadline_, what_);
 }
 
 void Progress::waitAll(Xfer* const* xs, size_t n) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 #include "core/comm.hpp"
@@ -72,10 +73,15 @@ class Progress {
 
  private:
   void touch(int peer);
+  void checkHealth();
 
   Comm& comm_;
   const char* what_;
-  Deadline deadline_;
+  // The operation's deadline starts at its first health check, not at construction: a
+  // clock read costs about as much as a whole small operation between two cores, and
+  // most small operations finish before their first check (after 256 idle polls, a few
+  // microseconds, which the deadline then misses out of COLL_TIMEOUT seconds).
+  std::optional<Deadline> deadline_;
   Backoff backoff_;
   SmallList<Link*, 8> links_;
   SmallList<int, 8> touchedPeers_;

@@ -1,5 +1,6 @@
 #include "core/handles.hpp"
 
+#include <atomic>
 #include <unordered_set>
 
 #include "core/types.hpp"
@@ -11,6 +12,9 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::unordered_set<const void*> live;
+  // Bumped under mu by every unregistration: a thread's remembered answer for one handle
+  // (below) holds while this has not moved.
+  std::atomic<uint64_t> removals{0};
 };
 Registry& registry() {
   static Registry r;
@@ -18,6 +22,11 @@ Registry& registry() {
 }
 
 thread_local std::string tlsLastError = "no error";
+// The handle this thread last found live, and the removal count at the time: every call
+// checks its handle, and a program calls with the same communicator over and over, so
+// this saves the lock and the hash lookup of nearly every check.
+thread_local const void* tlsLiveHandle = nullptr;
+thread_local uint64_t tlsLiveRemovals = 0;
 
 }  // namespace
 
@@ -29,12 +38,18 @@ void registerHandle(const void* h) {
 void unregisterHandle(const void* h) {
   std::lock_guard<std::mutex> lock(registry().mu);
   registry().live.erase(h);
+  registry().removals.fetch_add(1, std::memory_order_release);
 }
 
 bool isLiveHandle(const void* h) {
   if (!h) return false;
-  std::lock_guard<std::mutex> lock(registry().mu);
-  return registry().live.count(h) != 0;
+  Registry& r = registry();
+  if (h == tlsLiveHandle && tlsLiveRemovals == r.removals.load(std::memory_order_acquire)) return true;
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (r.live.count(h) == 0) return false;
+  tlsLiveHandle = h;
+  tlsLiveRemovals = r.removals.load(std::memory_order_relaxed);
+  return true;
 }
 
 collComm& liveComm(collComm_t comm, const char* arg) {

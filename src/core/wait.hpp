@@ -28,6 +28,7 @@ class Deadline {
 class Backoff {
  public:
   static constexpr int kYieldEvery = 32;  // spins between two sched_yield calls (power of 2)
+  static constexpr int kTightSpins = 128;  // first spins without a pause between polls
   Backoff(int spinCount = 2000, int maxSleepUs = 200) : spin_(spinCount), maxSleepUs_(maxSleepUs) {}
   explicit Backoff(const Config& cfg);
   // Call after a progress attempt that moved nothing.

@@ -27,23 +27,37 @@ uint64_t nextBoundary(uint64_t now, uint64_t every) { return (now / every + 1) *
 
 }  // namespace
 
+CopyModeChooser::Mode CopyModeChooser::trialCandidate() const {
+  if (retry_ >= 0 && retry_ != current_) return static_cast<Mode>(retry_);
+  int best = -1;
+  for (int m = 0; m < modes_; ++m) {
+    if (m == current_) continue;
+    if (best < 0 || (!measured_[m] && measured_[best]) ||
+        (measured_[m] == measured_[best] && measuredAt_[m] < measuredAt_[best]))
+      best = m;
+  }
+  return static_cast<Mode>(best);
+}
+
 CopyModeChooser::Mode CopyModeChooser::pick(uint64_t nowNs) {
   if (!trial_) {
     if (!measured_[current_] || nowNs < nextTrialNs_) return current_;
     trial_ = true;
+    trialMode_ = trialCandidate();
+    retry_ = -1;
     nextTrialNs_ = nextBoundary(nowNs, probeEvery_);
     trialPicked_ = trialDelivered_ = 0;
     trialBytes_ = trialNs_ = 0;
   }
   if (trialPicked_ >= kTrialMessages) return current_;  // waiting for the trial's deliveries
   ++trialPicked_;
-  return other();
+  return trialMode_;
 }
 
 void CopyModeChooser::delivered(Mode m, int messages, uint64_t bytes, uint64_t busyNs, uint64_t nowNs) {
   const bool timed = m == lastDelivered_ && busyNs > 0 && bytes > 0;
   lastDelivered_ = m;
-  if (trial_ && m == other()) {
+  if (trial_ && m == trialMode_) {
     trialDelivered_ += messages;
     if (timed) {
       trialBytes_ += bytes;
@@ -63,18 +77,23 @@ void CopyModeChooser::delivered(Mode m, int messages, uint64_t bytes, uint64_t b
   rate_[m] = sumBytes_[m] / sumNs_[m];
   measured_[m] = true;
   measuredAt_[m] = nowNs;
-  // The mode in use got clearly slower than the other was at its last trial: go over at
-  // once (if that figure is out of date, the other's own deliveries soon say so, or the
-  // early trial of the mode just left).
-  if (m == current_ && measured_[other()] && rate_[m] < kLeaveBelow * rate_[other()]) {
-    current_ = other();
-    nextTrialNs_ = std::min(nextTrialNs_, nextBoundary(nowNs, std::max<uint64_t>(1, probeEvery_ / kRetryDivisor)));
-  }
+  // The mode in use got clearly slower than another was at its last trial: go over to the
+  // fastest such at once (if that figure is out of date, its own deliveries soon say so,
+  // or the early trial of the mode just left).
+  if (m != current_) return;
+  int best = -1;
+  for (int o = 0; o < modes_; ++o)
+    if (o != m && measured_[o] && rate_[m] < kLeaveBelow * rate_[o] && (best < 0 || rate_[o] > rate_[best]))
+      best = o;
+  if (best < 0) return;
+  current_ = static_cast<Mode>(best);
+  retry_ = m;
+  nextTrialNs_ = std::min(nextTrialNs_, nextBoundary(nowNs, std::max<uint64_t>(1, probeEvery_ / kRetryDivisor)));
 }
 
 void CopyModeChooser::endTrial(uint64_t nowNs) {
   trial_ = false;
-  const Mode o = other();
+  const Mode o = trialMode_;
   // A trial that could not be timed counts as slow until the next one.
   sumBytes_[o] = static_cast<double>(trialBytes_);
   sumNs_[o] = static_cast<double>(trialNs_);
@@ -82,6 +101,9 @@ void CopyModeChooser::endTrial(uint64_t nowNs) {
   measured_[o] = true;
   measuredAt_[o] = nowNs;
   if (rate_[o] > rate_[current_]) current_ = o;
+  // A new link tries every mode once before it waits for the interval.
+  for (int m = 0; m < modes_; ++m)
+    if (!measured_[m]) nextTrialNs_ = 0;
 }
 
 }  // namespace coll::shm

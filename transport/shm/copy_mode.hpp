@@ -7,22 +7,28 @@
 //   single-copy  one side copies straight between the two buffers through the kernel
 //                (process_vm_readv/writev): one copy, from memory, which keeps its speed
 //                when cache lines move slowly between the cores.
+//   streamed     staged, but the sender writes the ring with streaming stores, so the
+//                receiver reads it from memory instead of from the sender's cache
+//                (optional: only where the chooser is made with it).
 //
 // On the development machine the staged copy is 1.3-2x faster most of the time, and
 // 2-4x slower in spells of seconds when the host's cross-core transfers slow down (the
-// kernel copy keeps its speed). So the sender measures both: the delivery rate of each
+// kernel copy keeps its speed). The streamed copy is 20-40% slower than the staged one
+// normally and 3-4x faster in those spells, faster than the kernel copy too. So the
+// sender measures them all: the delivery rate of each
 // mode, in bytes per nanosecond of link busy time, from a message's start (or the
 // previous delivery, when it queued behind one) until its delivery (the receiver's ack,
 // or its tail passing the message's end in the ring). Messages go the way measured
-// faster; the other way is tried again on a few consecutive messages once per probe
-// interval. Trials start at the first message after a boundary of the shared monotonic
+// faster; another way is tried again on a few consecutive messages once per probe
+// interval (with three ways, the one measured longest ago). Trials start at the first message after a boundary of the shared monotonic
 // clock (a multiple of the interval), so the two ranks of a link, whose traffic is mostly
 // symmetric, try the other way at about the same time: a trial against the peer's
 // traffic of the other kind would mostly measure the mixture. Between trials the mode in
 // use is left only when its rate falls 10% below the other's last figure; the mode left
 // that way gets its trial after an eighth of the interval, in case it was a dip.
 //
-// A link starts single-copy and tries the staged way once the single copy has a figure.
+// A link starts single-copy and tries the staged way once the single copy has a figure,
+// then (with three ways) the streamed way right after that trial.
 // The first delivery after the link was idle is never timed (it includes the wait for the
 // peer to arrive), so a link that carries one large message per call (send/recv, a
 // 2-rank all-to-all) is never measured and keeps the single copy, which is never far
@@ -37,14 +43,16 @@ namespace coll::shm {
 
 class CopyModeChooser {
  public:
-  enum Mode : int { kStaged = 0, kSingle = 1 };
+  enum Mode : int { kStaged = 0, kSingle = 1, kStream = 2 };
+  static constexpr int kModes = 3;
   // Messages in a trial of the mode not in use. The first delivery after the other
   // mode's is not counted in any figure (it pays for the switch).
   static constexpr int kTrialMessages = 8;
 
   // probeEveryNs: the probe interval (0: trials back to back, which tests use to mix the
-  // modes).
-  explicit CopyModeChooser(uint64_t probeEveryNs) : probeEvery_(probeEveryNs > 0 ? probeEveryNs : 1) {}
+  // modes). withStream: kStream is a choice too (else only kStaged and kSingle).
+  explicit CopyModeChooser(uint64_t probeEveryNs, bool withStream = false)
+      : probeEvery_(probeEveryNs > 0 ? probeEveryNs : 1), modes_(withStream ? 3 : 2) {}
 
   // The mode of the next eligible message, sent at nowNs.
   Mode pick(uint64_t nowNs);
@@ -57,19 +65,24 @@ class CopyModeChooser {
   double rate(Mode m) const { return rate_[m]; }
 
  private:
-  Mode other() const { return current_ == kStaged ? kSingle : kStaged; }
+  // The mode the next trial tries: one just left (retry_), else one never measured,
+  // else the one measured longest ago.
+  Mode trialCandidate() const;
   void endTrial(uint64_t nowNs);
 
   uint64_t probeEvery_;
+  int modes_;
   Mode current_ = kSingle;
-  double rate_[2] = {0, 0};
-  double sumBytes_[2] = {0, 0}, sumNs_[2] = {0, 0};  // decaying sums behind rate_
-  uint64_t measuredAt_[2] = {0, 0};
-  bool measured_[2] = {false, false};
+  double rate_[kModes] = {0, 0, 0};
+  double sumBytes_[kModes] = {0, 0, 0}, sumNs_[kModes] = {0, 0, 0};  // decaying sums behind rate_
+  uint64_t measuredAt_[kModes] = {0, 0, 0};
+  bool measured_[kModes] = {false, false, false};
   Mode lastDelivered_ = kSingle;
-  // Trials of the mode not in use: when the next may start, and the running one.
+  int retry_ = -1;  // a mode left between trials, to be tried first
+  // Trials of a mode not in use: when the next may start, and the running one.
   uint64_t nextTrialNs_ = 0;
   bool trial_ = false;
+  Mode trialMode_ = kStaged;
   int trialPicked_ = 0, trialDelivered_ = 0;
   uint64_t trialBytes_ = 0, trialNs_ = 0;
 };

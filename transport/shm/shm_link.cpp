@@ -21,7 +21,7 @@ ShmLink::ShmLink(Segment seg, int side, const LinkParams& p)
       outKey_(seg_.recordKey(side)),
       inKey_(seg_.recordKey(1 - side)),
       adaptive_(p.adaptiveCopy && p.singleCopySend && !p.sameProcess),
-      chooser_(p.copyProbeNs),
+      chooser_(p.copyProbeNs, /*withStream=*/true),
       regions_(p.peerPid),
       lastSlowCheck_(std::chrono::steady_clock::now()) {
   // Stream sizes must stay multiples of a line so that a header line never wraps.
@@ -32,12 +32,14 @@ ShmLink::ShmLink(Segment seg, int side, const LinkParams& p)
 }
 
 ShmLink::~ShmLink() {
-  if (adaptive_ && (chosen_[0] || chosen_[1]))
-    COLL_TRACE("shm: rank %d -> rank %d: %llu large messages staged, %llu single-copy (last rates "
-               "%.2f / %.2f GB/s)",
-               p_.rank, p_.peer, static_cast<unsigned long long>(chosen_[CopyModeChooser::kStaged]),
-               static_cast<unsigned long long>(chosen_[CopyModeChooser::kSingle]),
-               chooser_.rate(CopyModeChooser::kStaged), chooser_.rate(CopyModeChooser::kSingle));
+  using M = CopyModeChooser;
+  if (adaptive_ && (chosen_[M::kStaged] || chosen_[M::kSingle] || chosen_[M::kStream]))
+    COLL_TRACE("shm: rank %d -> rank %d: %llu large messages staged, %llu streamed, %llu single-copy "
+               "(last rates %.2f / %.2f / %.2f GB/s)",
+               p_.rank, p_.peer, static_cast<unsigned long long>(chosen_[M::kStaged]),
+               static_cast<unsigned long long>(chosen_[M::kStream]),
+               static_cast<unsigned long long>(chosen_[M::kSingle]), chooser_.rate(M::kStaged),
+               chooser_.rate(M::kStream), chooser_.rate(M::kSingle));
   // Release: everything we wrote into the rings before closing is visible to a peer that
   // reads kSideClosed with acquire, so it can still drain what we sent.
   if (failMsg_.empty()) shared(me_->status).store(kSideClosed, std::memory_order_release);

@@ -84,8 +84,11 @@ constexpr uint32_t kTagData = 0xC011DA7Au;
 constexpr uint32_t kTagSingle = 0xC0115C01u;
 constexpr uint32_t kTagPush = 0xC0115C02u;
 constexpr uint32_t kTagWhole = 0xC011DA7Bu;
+// A streamed payload like kTagData, written into the ring with streaming stores: received
+// alike; the tag tells the receiving side which way its peer chose (followsPeer).
+constexpr uint32_t kTagStream = 0xC011DA7Cu;
 inline bool knownTag(uint32_t tag) {
-  return tag == kTagData || tag == kTagWhole || tag == kTagSingle || tag == kTagPush;
+  return tag == kTagData || tag == kTagWhole || tag == kTagSingle || tag == kTagPush || tag == kTagStream;
 }
 // The first word of a header as it sits in the ring.
 inline uint64_t sealWord(uint32_t tag, uint32_t seq, uint64_t key) {
@@ -177,6 +180,7 @@ class ShmLink final : public Link {
   // We may write into the peer's memory (push pieces of a cooperative or push copy).
   bool canWritePeer() const { return p_.singleCopyRecv || p_.sameProcess; }
   size_t streamOut(Xfer* x, size_t budget);
+  void copyIn(uint8_t* ring, const uint8_t* src, size_t n) const;
   size_t freeSpace(size_t want);
   void refreshTail();
   void publishHead();
@@ -257,11 +261,13 @@ class ShmLink final : public Link {
     uint64_t end;      // ring position after its last byte: delivered once tail reaches it
     uint64_t bytes;
     uint64_t startNs;
+    CopyModeChooser::Mode mode;  // kStaged or kStream
   };
   std::deque<StagedDue> stagedDue_;  // timed staged sends not yet taken out of the ring
   uint64_t lastDeliveredNs_ = 0;
   bool resync_ = true;  // the next delivery is the first since the link was idle
-  uint64_t chosen_[2] = {0, 0};
+  uint64_t chosen_[CopyModeChooser::kModes] = {0, 0, 0};
+  bool sendStreams_ = false;  // the front send's payload goes in with streaming stores
   CopyModeChooser::Mode peerMode_ = CopyModeChooser::kStaged;  // receiver: what the peer's ...
   uint64_t peerModeNs_ = 0;  // ... latest record of at least singleCopyMin bytes was, and when
 

@@ -78,7 +78,9 @@ bool ShmLink::startRecord(Xfer* x, bool headCheck) {
   checkRecord(r, x);
   ++recvSeq_;
   if (adaptive_ && side_ == 1 && r.bytes >= p_.singleCopyMin && r.bytes > 0) {
-    peerMode_ = r.tag == kTagSingle || r.tag == kTagPush ? CopyModeChooser::kSingle : CopyModeChooser::kStaged;
+    peerMode_ = r.tag == kTagSingle || r.tag == kTagPush ? CopyModeChooser::kSingle
+                : r.tag == kTagStream                    ? CopyModeChooser::kStream
+                                                         : CopyModeChooser::kStaged;
     peerModeNs_ = nowNs();
   }
   if (r.tag == kTagSingle || r.tag == kTagPush) {

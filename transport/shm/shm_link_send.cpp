@@ -122,9 +122,9 @@ bool ShmLink::emitHeader(Xfer* x) {
   // memory and threads of one process copy without the kernel: single-copy always wins.)
   bool timed = single && adaptive_ && !region.valid();
   uint64_t startNs = 0;
+  CopyModeChooser::Mode m = CopyModeChooser::kStaged;
   if (timed) {
     startNs = nowNs();
-    CopyModeChooser::Mode m;
     if (followsPeer(startNs)) {
       // The peer's choice for the link, as its latest large record shows it.
       m = peerMode_;
@@ -142,19 +142,20 @@ bool ShmLink::emitHeader(Xfer* x) {
   // waiting for the head counter (for streamed pieces it must).
   const bool whole = !single && !inl && x->bytes <= p_.stageChunk &&
                      freeSpace(kLine + roundUpLine(x->bytes)) >= kLine + roundUpLine(x->bytes);
-  const uint32_t tag = push ? kTagPush : single ? kTagSingle : whole ? kTagWhole : kTagData;
+  sendStreams_ = !single && m == CopyModeChooser::kStream;
+  const uint32_t tag = push ? kTagPush : single ? kTagSingle : whole ? kTagWhole : sendStreams_ ? kTagStream : kTagData;
   uint8_t* line = outRing_ + (head_ & mask_);
   Record r{tag, static_cast<uint32_t>(sendSeq_++), x->bytes, single ? reinterpret_cast<uint64_t>(x->buf) : 0,
            region};
-  if (timed && !single) stagedDue_.push_back({head_ + kLine + roundUpLine(x->bytes), x->bytes, startNs});
+  if (timed && !single) stagedDue_.push_back({head_ + kLine + roundUpLine(x->bytes), x->bytes, startNs, m});
   if (whole) {
     // Header lines never wrap, and the ring's end is a line boundary, so the payload
     // is at most two pieces.
     const uint64_t idx = (head_ + kLine) & mask_;
     const size_t first = std::min<uint64_t>(x->bytes, cap_ - idx);
     const uint8_t* src = static_cast<const uint8_t*>(x->buf);
-    std::memcpy(outRing_ + idx, src, first);
-    if (x->bytes > first) std::memcpy(outRing_, src + first, x->bytes - first);
+    copyIn(outRing_ + idx, src, first);
+    if (x->bytes > first) copyIn(outRing_, src + first, x->bytes - first);
   }
   sealHeader(line, r, inl ? x->buf : nullptr, inl ? x->bytes : 0);
   head_ += kLine + (whole ? roundUpLine(x->bytes) : 0);
@@ -193,6 +194,12 @@ void ShmLink::sealHeader(uint8_t* line, const Record& r, const void* inl, size_t
   shared(*reinterpret_cast<uint64_t*>(line)).store(sealWord(r.tag, r.seq, outKey_), std::memory_order_release);
 }
 
+// Payload bytes into the ring, the way the front send goes (staged or streamed).
+void ShmLink::copyIn(uint8_t* ring, const uint8_t* src, size_t n) const {
+  if (sendStreams_) copyStreaming(ring, src, n);
+  else std::memcpy(ring, src, n);
+}
+
 // Copies the next piece of the front send's payload into the ring. Pieces are whole
 // lines except the last, which is padded, so head_ stays line-aligned.
 size_t ShmLink::streamOut(Xfer* x, size_t budget) {
@@ -205,8 +212,8 @@ size_t ShmLink::streamOut(Xfer* x, size_t budget) {
   uint64_t idx = head_ & mask_;
   size_t first = std::min<uint64_t>(n, cap_ - idx);
   const uint8_t* src = static_cast<const uint8_t*>(x->buf) + sendOff_;
-  std::memcpy(outRing_ + idx, src, first);
-  if (n > first) std::memcpy(outRing_, src + first, n - first);
+  copyIn(outRing_ + idx, src, first);
+  if (n > first) copyIn(outRing_, src + first, n - first);
   head_ += roundUpLine(n);
   // Publish each piece so the receiver copies it out while we write the next one (and
   // the mirror copy of this one, whose source is still in cache).
@@ -247,14 +254,19 @@ void ShmLink::refreshTail() {
 // (the sender finishing its copy into the ring says nothing about the receiver's speed).
 void ShmLink::timeDeliveries() {
   if (tailSeen_ < stagedDue_.front().end) refreshTail();
-  int n = 0;
-  uint64_t bytes = 0, startNs = 0;
+  // Runs of one mode are reported together.
   while (!stagedDue_.empty() && stagedDue_.front().end <= tailSeen_) {
-    if (n++ == 0) startNs = stagedDue_.front().startNs;
-    bytes += stagedDue_.front().bytes;
-    stagedDue_.pop_front();
+    const CopyModeChooser::Mode m = stagedDue_.front().mode;
+    const uint64_t startNs = stagedDue_.front().startNs;
+    int n = 0;
+    uint64_t bytes = 0;
+    while (!stagedDue_.empty() && stagedDue_.front().end <= tailSeen_ && stagedDue_.front().mode == m) {
+      bytes += stagedDue_.front().bytes;
+      stagedDue_.pop_front();
+      ++n;
+    }
+    delivered(m, n, bytes, startNs);
   }
-  if (n) delivered(CopyModeChooser::kStaged, n, bytes, startNs);
 }
 
 // Staged sends complete once they are in the ring, and the caller may then stop polling
@@ -263,7 +275,8 @@ void ShmLink::timeDeliveries() {
 void ShmLink::untimeStaged() {
   resync_ = true;
   if (stagedDue_.empty()) return;
-  chooser_.delivered(CopyModeChooser::kStaged, static_cast<int>(stagedDue_.size()), 0, 0, nowNs());
+  const uint64_t now = nowNs();
+  for (const StagedDue& d : stagedDue_) chooser_.delivered(d.mode, 1, 0, 0, now);
   stagedDue_.clear();
 }
 

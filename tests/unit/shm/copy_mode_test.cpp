@@ -12,6 +12,7 @@ namespace {
 using Mode = CopyModeChooser::Mode;
 constexpr Mode kStaged = CopyModeChooser::kStaged;
 constexpr Mode kSingle = CopyModeChooser::kSingle;
+constexpr Mode kStream = CopyModeChooser::kStream;
 constexpr int kTrial = CopyModeChooser::kTrialMessages;
 constexpr uint64_t kMs = 1'000'000;
 constexpr uint64_t kMsg = 512 << 10;
@@ -192,6 +193,83 @@ TEST(ChooserProbe, ZeroIntervalRunsTrialsBackToBack) {
   }
   EXPECT_EQ(single, 5 * kTrial);
   EXPECT_EQ(staged, 5 * kTrial);
+}
+
+// The chooser of a link between processes: staged, single-copy and streamed.
+struct Chooser3 : ::testing::Test {
+  CopyModeChooser c{100 * kMs, /*withStream=*/true};
+  uint64_t now = 1000 * kMs + 1;
+  double rates[CopyModeChooser::kModes] = {10.0, 5.0, 8.0};  // staged, single, streamed
+
+  void deliver(Mode m, int n = 1) {
+    const uint64_t ns = static_cast<uint64_t>(static_cast<double>(n * kMsg) / rates[m]);
+    now += ns;
+    c.delivered(m, n, n * kMsg, ns, now);
+  }
+  // Picks and delivers one message at a time until the next interval; counts per mode.
+  std::vector<int> runInterval() {
+    std::vector<int> counts(CopyModeChooser::kModes, 0);
+    const uint64_t end = (now / (100 * kMs) + 1) * 100 * kMs;
+    while (now < end) {
+      const Mode m = c.pick(now);
+      ++counts[m];
+      deliver(m);
+    }
+    return counts;
+  }
+};
+
+TEST_F(Chooser3, ANewLinkTriesEveryModeAtOnceThenKeepsTheFastest) {
+  rates[kStream] = 20.0;
+  ASSERT_EQ(c.pick(now), kSingle);
+  deliver(kSingle);
+  for (int i = 0; i < kTrial; ++i) ASSERT_EQ(c.pick(now), kStaged) << i;
+  for (int i = 0; i < kTrial; ++i) deliver(kStaged);
+  ASSERT_EQ(c.current(), kStaged);
+  // No wait for the next interval: the streamed way's trial follows at once.
+  for (int i = 0; i < kTrial; ++i) ASSERT_EQ(c.pick(now), kStream) << i;
+  for (int i = 0; i < kTrial; ++i) deliver(kStream);
+  EXPECT_EQ(c.current(), kStream);
+  EXPECT_NEAR(c.rate(kStream), 20.0, 0.01);
+  EXPECT_NEAR(c.rate(kStaged), 10.0, 0.01);
+  EXPECT_NEAR(c.rate(kSingle), 5.0, 0.01);
+  // Then only on interval boundaries.
+  EXPECT_EQ(c.pick(now), kStream);
+}
+
+TEST_F(Chooser3, TrialsTakeTurnsBetweenTheModesNotInUse) {
+  runInterval();
+  runInterval();
+  ASSERT_EQ(c.current(), kStaged);
+  std::vector<Mode> tried;
+  for (int interval = 0; interval < 6; ++interval) {
+    std::vector<int> counts = runInterval();
+    EXPECT_EQ(counts[kSingle] + counts[kStream], kTrial) << "interval " << interval;
+    tried.push_back(counts[kSingle] ? kSingle : kStream);
+    EXPECT_EQ(c.current(), kStaged);
+  }
+  for (size_t i = 1; i < tried.size(); ++i) EXPECT_NE(tried[i], tried[i - 1]) << "interval " << i;
+}
+
+TEST_F(Chooser3, ASpellGoesToTheFastestOtherModeAndBack) {
+  rates[kStream] = 5.5;
+  runInterval();
+  runInterval();
+  runInterval();
+  ASSERT_EQ(c.current(), kStaged);
+  // Cross-core transfers slow down: the staged copy falls to 2, the streamed way keeps
+  // 5.5, the kernel copy 5. The staged estimate passes below both figures at the same
+  // delivery, and the faster of the two takes over.
+  rates[kStaged] = 2.0;
+  for (int i = 0; i < 20 && c.current() == kStaged; ++i) deliver(c.pick(now));
+  EXPECT_EQ(c.current(), kStream);
+  runInterval();
+  runInterval();
+  EXPECT_EQ(c.current(), kStream);
+  // The spell ends: a later trial of the staged copy wins it back.
+  rates[kStaged] = 10.0;
+  for (int interval = 0; interval < 3 && c.current() != kStaged; ++interval) runInterval();
+  EXPECT_EQ(c.current(), kStaged);
 }
 
 }  // namespace

@@ -183,7 +183,8 @@ TEST(ShmFork, ChosenModesMixWithoutLosingData) {
   std::string tag = uniqueTag();
   pid_t parent = getpid();
   auto mixed = [](const shm::ShmLink* l) {
-    return l->chosenSends(shm::CopyModeChooser::kStaged) > 0 && l->chosenSends(shm::CopyModeChooser::kSingle) > 0;
+    return l->chosenSends(shm::CopyModeChooser::kStaged) > 0 && l->chosenSends(shm::CopyModeChooser::kSingle) > 0 &&
+           l->chosenSends(shm::CopyModeChooser::kStream) > 0;
   };
   Child c = forkChild([&](int fd) {
     auto link = connectPair(fd, 1, parent, getpid(), tag, cfg);
@@ -200,6 +201,7 @@ TEST(ShmFork, ChosenModesMixWithoutLosingData) {
   ASSERT_NE(shm->chooser(), nullptr);
   for (int round = 0; round < 4; ++round) EXPECT_EQ(exchange(link.get(), 0, sizes), 0) << "round " << round;
   EXPECT_TRUE(mixed(shm)) << shm->chosenSends(shm::CopyModeChooser::kStaged) << " staged, "
+                          << shm->chosenSends(shm::CopyModeChooser::kStream) << " streamed, "
                           << shm->chosenSends(shm::CopyModeChooser::kSingle) << " single-copy";
   closePair(link, c, tag);
 }

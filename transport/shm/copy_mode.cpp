@@ -27,23 +27,32 @@ uint64_t nextBoundary(uint64_t now, uint64_t every) { return (now / every + 1) *
 
 }  // namespace
 
-CopyModeChooser::Mode CopyModeChooser::trialCandidate() const {
-  if (retry_ >= 0 && retry_ != current_) return static_cast<Mode>(retry_);
+CopyModeChooser::CopyModeChooser(uint64_t probeEveryNs, bool withStream, bool withSingle)
+    : probeEvery_(probeEveryNs > 0 ? probeEveryNs : 1) {
+  allowed_[kStream] = withStream;
+  allowed_[kSingle] = withSingle;
+  if (!withSingle) current_ = lastDelivered_ = kStaged;
+}
+
+int CopyModeChooser::trialCandidate() const {
+  if (retry_ >= 0 && retry_ != current_) return retry_;
   int best = -1;
-  for (int m = 0; m < modes_; ++m) {
-    if (m == current_) continue;
+  for (int m = 0; m < kModes; ++m) {
+    if (m == current_ || !allowed(m)) continue;
     if (best < 0 || (!measured_[m] && measured_[best]) ||
         (measured_[m] == measured_[best] && measuredAt_[m] < measuredAt_[best]))
       best = m;
   }
-  return static_cast<Mode>(best);
+  return best;
 }
 
 CopyModeChooser::Mode CopyModeChooser::pick(uint64_t nowNs) {
   if (!trial_) {
     if (!measured_[current_] || nowNs < nextTrialNs_) return current_;
+    const int t = trialCandidate();
+    if (t < 0) return current_;  // nothing else to try
     trial_ = true;
-    trialMode_ = trialCandidate();
+    trialMode_ = static_cast<Mode>(t);
     retry_ = -1;
     nextTrialNs_ = nextBoundary(nowNs, probeEvery_);
     trialPicked_ = trialDelivered_ = 0;
@@ -82,8 +91,8 @@ void CopyModeChooser::delivered(Mode m, int messages, uint64_t bytes, uint64_t b
   // or the early trial of the mode just left).
   if (m != current_) return;
   int best = -1;
-  for (int o = 0; o < modes_; ++o)
-    if (o != m && measured_[o] && rate_[m] < kLeaveBelow * rate_[o] && (best < 0 || rate_[o] > rate_[best]))
+  for (int o = 0; o < kModes; ++o)
+    if (o != m && allowed(o) && measured_[o] && rate_[m] < kLeaveBelow * rate_[o] && (best < 0 || rate_[o] > rate_[best]))
       best = o;
   if (best < 0) return;
   current_ = static_cast<Mode>(best);
@@ -102,8 +111,8 @@ void CopyModeChooser::endTrial(uint64_t nowNs) {
   measuredAt_[o] = nowNs;
   if (rate_[o] > rate_[current_]) current_ = o;
   // A new link tries every mode once before it waits for the interval.
-  for (int m = 0; m < modes_; ++m)
-    if (!measured_[m]) nextTrialNs_ = 0;
+  for (int m = 0; m < kModes; ++m)
+    if (allowed(m) && !measured_[m]) nextTrialNs_ = 0;
 }
 
 }  // namespace coll::shm

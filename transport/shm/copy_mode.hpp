@@ -50,9 +50,9 @@ class CopyModeChooser {
   static constexpr int kTrialMessages = 8;
 
   // probeEveryNs: the probe interval (0: trials back to back, which tests use to mix the
-  // modes). withStream: kStream is a choice too (else only kStaged and kSingle).
-  explicit CopyModeChooser(uint64_t probeEveryNs, bool withStream = false)
-      : probeEvery_(probeEveryNs > 0 ? probeEveryNs : 1), modes_(withStream ? 3 : 2) {}
+  // modes). withStream: kStream is a choice too. withSingle: so is kSingle (not where the
+  // kernel refuses the peer's single-copy reads); the chooser then starts with kStaged.
+  explicit CopyModeChooser(uint64_t probeEveryNs, bool withStream = false, bool withSingle = true);
 
   // The mode of the next eligible message, sent at nowNs.
   Mode pick(uint64_t nowNs);
@@ -66,12 +66,14 @@ class CopyModeChooser {
 
  private:
   // The mode the next trial tries: one just left (retry_), else one never measured,
-  // else the one measured longest ago.
-  Mode trialCandidate() const;
+  // else the one measured longest ago; -1 when there is no other.
+  int trialCandidate() const;
   void endTrial(uint64_t nowNs);
 
+  bool allowed(int m) const { return allowed_[m]; }
+
   uint64_t probeEvery_;
-  int modes_;
+  bool allowed_[kModes] = {true, true, false};
   Mode current_ = kSingle;
   double rate_[kModes] = {0, 0, 0};
   double sumBytes_[kModes] = {0, 0, 0}, sumNs_[kModes] = {0, 0, 0};  // decaying sums behind rate_

@@ -20,8 +20,8 @@ ShmLink::ShmLink(Segment seg, int side, const LinkParams& p)
       mask_(seg_.ringBytes() - 1),
       outKey_(seg_.recordKey(side)),
       inKey_(seg_.recordKey(1 - side)),
-      adaptive_(p.adaptiveCopy && p.singleCopySend && !p.sameProcess),
-      chooser_(p.copyProbeNs, /*withStream=*/true),
+      adaptive_(p.adaptiveCopy && !p.sameProcess),
+      chooser_(p.copyProbeNs, /*withStream=*/true, /*withSingle=*/p.singleCopySend),
       regions_(p.peerPid),
       lastSlowCheck_(std::chrono::steady_clock::now()) {
   // Stream sizes must stay multiples of a line so that a header line never wraps.

@@ -18,7 +18,8 @@
 //                  from memory once for both copies
 //
 // Whether a large message out of plain process memory goes single-copy or through the
-// ring is chosen per message by measurement (LinkParams::adaptiveCopy, copy_mode.hpp).
+// ring (written with plain or streaming stores) is chosen per message by measurement
+// (LinkParams::adaptiveCopy, copy_mode.hpp).
 //
 // The first word of a header (tag and sequence number) is written last and sealed with
 // the channel's random key (SegHeader::recordKey). A receiver that waits for a record
@@ -63,9 +64,10 @@ struct LinkParams {
   size_t coopMin = 0;            // single-copy messages this large are copied by both sides (0: off)
   size_t coopPiece = 1 << 17;    // bytes per piece of a cooperative copy
   size_t mappedPiece = 1 << 19;  // ... into collMemAlloc memory the peer maps
-  // COLL_SHM_CMA=auto: large messages out of plain process memory go staged or
-  // single-copy, whichever the link measured faster lately (copy_mode.hpp). Otherwise
-  // every message of at least singleCopyMin goes single-copy when singleCopySend.
+  // COLL_SHM_CMA=auto: large messages out of plain process memory go staged, streamed or
+  // single-copy (this one only when singleCopySend), whichever the link measured fastest
+  // lately (copy_mode.hpp). Otherwise every message of at least singleCopyMin goes
+  // single-copy when singleCopySend, staged when not.
   bool adaptiveCopy = false;
   uint64_t copyProbeNs = 250'000'000;  // the chooser's probe interval
 };

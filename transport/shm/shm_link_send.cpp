@@ -115,19 +115,22 @@ void ShmLink::copyMirror(Xfer* x, size_t off, size_t n) {
 // Returns false when the ring has no free line.
 bool ShmLink::emitHeader(Xfer* x) {
   if (freeSpace(kLine) < kLine) return false;
-  bool single = p_.singleCopySend && x->bytes > 0 && x->bytes >= p_.singleCopyMin;
+  const bool large = x->bytes > 0 && x->bytes >= p_.singleCopyMin;
+  bool single = p_.singleCopySend && large;
   RegionRef region;
   if (single && !p_.sameProcess) region = SharedAllocations::instance().find(x->buf, x->bytes);
-  // Plain process memory: the chooser says which way is faster now. (Mapped collMemAlloc
-  // memory and threads of one process copy without the kernel: single-copy always wins.)
-  bool timed = single && adaptive_ && !region.valid();
+  // Plain process memory: the chooser says which way is faster now (the staged ones only,
+  // where the kernel refuses the peer's reads). Mapped collMemAlloc memory and threads of
+  // one process copy without the kernel: single-copy always wins.
+  bool timed = large && adaptive_ && !region.valid();
   uint64_t startNs = 0;
   CopyModeChooser::Mode m = CopyModeChooser::kStaged;
   if (timed) {
     startNs = nowNs();
     if (followsPeer(startNs)) {
-      // The peer's choice for the link, as its latest large record shows it.
-      m = peerMode_;
+      // The peer's choice for the link, as its latest large record shows it (staged
+      // where it reads us and we may not read it).
+      m = peerMode_ == CopyModeChooser::kSingle && !p_.singleCopySend ? CopyModeChooser::kStaged : peerMode_;
       timed = false;
     } else {
       m = chooser_.pick(startNs);

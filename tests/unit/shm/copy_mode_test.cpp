@@ -272,5 +272,40 @@ TEST_F(Chooser3, ASpellGoesToTheFastestOtherModeAndBack) {
   EXPECT_EQ(c.current(), kStaged);
 }
 
+TEST(ChooserWithoutSingle, WhereTheKernelRefusesChoosesBetweenTheStagedWays) {
+  CopyModeChooser c(100 * kMs, /*withStream=*/true, /*withSingle=*/false);
+  uint64_t now = 1000 * kMs + 1;
+  ASSERT_EQ(c.pick(now), kStaged) << "no single copy to start with";
+  now += 100'000;
+  c.delivered(kStaged, 1, kMsg, 100'000, now);
+  for (int i = 0; i < kTrial; ++i) ASSERT_EQ(c.pick(now), kStream) << i;
+  for (int i = 0; i < kTrial; ++i) {  // (the first, after a staged one, is not counted)
+    now += 50'000;
+    c.delivered(kStream, 1, kMsg, 50'000, now);
+  }
+  EXPECT_EQ(c.current(), kStream);
+  // Every later interval tries the staged way, never the single copy.
+  int single = 0, staged = 0;
+  for (int i = 0; i < 100'000; ++i) {
+    const Mode m = c.pick(now);
+    single += m == kSingle;
+    staged += m == kStaged;
+    now += 10'000;
+    c.delivered(m, 1, kMsg, m == kStaged ? 100'000 : 50'000, now);
+  }
+  EXPECT_EQ(single, 0);
+  EXPECT_EQ(staged, 10 * kTrial);  // 1 s: ten interval boundaries passed
+  EXPECT_EQ(c.current(), kStream);
+}
+
+TEST(ChooserWithoutSingle, OneModeLeftMeansNoTrials) {
+  CopyModeChooser c(0, /*withStream=*/false, /*withSingle=*/false);
+  uint64_t now = 1;
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(c.pick(++now), kStaged);
+    c.delivered(kStaged, 1, kMsg, 1000, ++now);
+  }
+}
+
 }  // namespace
 }  // namespace coll::shm

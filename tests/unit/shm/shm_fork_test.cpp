@@ -418,6 +418,39 @@ TEST(ShmFork, RefusedSingleCopyFallsBackPerDirection) {
   closePair(link, c, tag);
 }
 
+// The same with COLL_SHM_CMA=auto: the direction the child may not read chooses between
+// the two staged ways only, the other among all three, and every byte arrives.
+TEST(ShmFork, RefusedSingleCopyLeavesTheStagedWaysToChooseFrom) {
+  Config cfg = Config::fromEnv();
+  cfg.set("COLL_SHM_CMA", "auto");
+  cfg.set("COLL_SHM_CMA_PROBE_MS", "0");
+  std::vector<size_t> sizes;
+  for (int i = 0; i < 32; ++i) sizes.push_back((size_t{64} << 10) + static_cast<size_t>(i) * 4099);
+  std::string tag = uniqueTag();
+  pid_t parent = getpid();
+  using M = shm::CopyModeChooser;
+  Child c = forkChild([&](int fd) {
+    if (!refuseCrossMemoryReads()) return 20;
+    auto link = connectPair(fd, 1, parent, getpid(), tag, cfg);
+    auto* shm = dynamic_cast<shm::ShmLink*>(link.get());
+    if (!shm || shm->singleCopyRecv() || !shm->singleCopySend()) return 21;
+    int bad = 0;
+    for (int round = 0; round < 3; ++round) bad += exchange(link.get(), 1, sizes);
+    if (shm->chosenSends(M::kSingle) == 0 || shm->chosenSends(M::kStream) == 0) return 22;
+    return bad;
+  });
+  ASSERT_GT(c.pid, 0);
+  auto link = connectPair(c.fd, 0, parent, c.pid, tag, cfg);
+  auto* shm = dynamic_cast<shm::ShmLink*>(link.get());
+  ASSERT_NE(shm, nullptr);
+  ASSERT_FALSE(shm->singleCopySend());
+  for (int round = 0; round < 3; ++round) EXPECT_EQ(exchange(link.get(), 0, sizes), 0) << "round " << round;
+  EXPECT_EQ(shm->chosenSends(M::kSingle), 0u);
+  EXPECT_GT(shm->chosenSends(M::kStaged), 0u);
+  EXPECT_GT(shm->chosenSends(M::kStream), 0u);
+  closePair(link, c, tag);
+}
+
 TEST(ShmFork, KilledPeerTurnsWaitIntoError) {
   Config cfg = Config::fromEnv();
   std::string tag = uniqueTag();

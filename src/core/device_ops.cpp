@@ -17,6 +17,7 @@ cuda::StreamExecutor& streamsOf(collComm& c, cuda::IpcEngine** ipc) {
     c.ipc = cuda::IpcEngine::create(*impl, opts.chunkBytes);
     c.streams = std::make_unique<cuda::StreamExecutor>(
         c.cudaBackend, [impl](const Error& e) { impl->setAsyncError(e.code(), e.what()); }, opts);
+    c.streamsMade.store(true, std::memory_order_release);
   }
   *ipc = c.ipc.get();
   return *c.streams;
@@ -76,6 +77,7 @@ std::shared_ptr<Request> submitDeviceOp(collComm& c, const OpArgs& op) {
 }
 
 void drainStreams(collComm& c) {
+  if (!c.streamsMade.load(std::memory_order_acquire)) return;
   cuda::StreamExecutor* exec;
   {
     std::lock_guard<std::mutex> lock(c.streamsMu);

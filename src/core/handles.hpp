@@ -2,6 +2,7 @@
 // instead of a crash, and the conversion of exceptions into collResult_t.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,6 +25,9 @@ struct collComm {
   // Stream-ordered collectives on device buffers; made at the first one. Declared after
   // impl so that it is gone (its worker joined) before the communicator it drives.
   std::mutex streamsMu;
+  // Set once streams exists (under streamsMu): until then a host collective need not take
+  // the lock to learn that no device work is queued ahead of it.
+  std::atomic<bool> streamsMade{false};
   // Device-buffer collectives over CUDA IPC among the ranks of one host (null when the
   // communicator cannot use them); made with streams. Declared before streams: the
   // executor's jobs use it, so it must outlive the executor's worker.

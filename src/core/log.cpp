@@ -54,6 +54,11 @@ thread_local int tlsRank = -1;
 LogLevel logLevel() { return logger().level; }
 void setLogRank(int rank) { tlsRank = rank; }
 int logRank() { return tlsRank; }
+int exchangeLogRank(int rank) {
+  const int prev = tlsRank;
+  tlsRank = rank;
+  return prev;
+}
 
 void logMessage(LogLevel level, const char* file, int line, const char* fmt, ...) {
   Logger& lg = logger();

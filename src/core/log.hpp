@@ -15,16 +15,22 @@ void logMessage(LogLevel level, const char* file, int line, const char* fmt, ...
 // Rank shown in this thread's log lines (-1: unknown).
 void setLogRank(int rank);
 int logRank();
+// Sets it and returns the previous one: one thread-local access (each costs a call into
+// the dynamic linker in a shared library), which a small operation notices.
+int exchangeLogRank(int rank);
 
 // Sets the rank for the scope, restoring the previous one afterwards.
 class LogRankScope {
  public:
-  explicit LogRankScope(int rank) : prev_(logRank()) { setLogRank(rank); }
-  ~LogRankScope() { setLogRank(prev_); }
+  explicit LogRankScope(int rank) : rank_(rank), prev_(exchangeLogRank(rank)) {}
+  ~LogRankScope() {
+    if (prev_ != rank_) setLogRank(prev_);
+  }
   LogRankScope(const LogRankScope&) = delete;
   LogRankScope& operator=(const LogRankScope&) = delete;
 
  private:
+  int rank_;
   int prev_;
 };
 

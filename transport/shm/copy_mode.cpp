@@ -91,9 +91,10 @@ void CopyModeChooser::delivered(Mode m, int messages, uint64_t bytes, uint64_t b
   // or the early trial of the mode just left).
   if (m != current_) return;
   int best = -1;
-  for (int o = 0; o < kModes; ++o)
-    if (o != m && allowed(o) && measured_[o] && rate_[m] < kLeaveBelow * rate_[o] && (best < 0 || rate_[o] > rate_[best]))
-      best = o;
+  for (int o = 0; o < kModes; ++o) {
+    const bool ahead = o != m && allowed(o) && measured_[o] && rate_[m] < kLeaveBelow * rate_[o];
+    if (ahead && (best < 0 || rate_[o] > rate_[best])) best = o;
+  }
   if (best < 0) return;
   current_ = static_cast<Mode>(best);
   retry_ = m;

@@ -20,12 +20,13 @@
 // previous delivery, when it queued behind one) until its delivery (the receiver's ack,
 // or its tail passing the message's end in the ring). Messages go the way measured
 // faster; another way is tried again on a few consecutive messages once per probe
-// interval (with three ways, the one measured longest ago). Trials start at the first message after a boundary of the shared monotonic
-// clock (a multiple of the interval), so the two ranks of a link, whose traffic is mostly
-// symmetric, try the other way at about the same time: a trial against the peer's
-// traffic of the other kind would mostly measure the mixture. Between trials the mode in
-// use is left only when its rate falls 10% below the other's last figure; the mode left
-// that way gets its trial after an eighth of the interval, in case it was a dip.
+// interval (with three ways, the one measured longest ago). Trials start at the first
+// message after a boundary of the shared monotonic clock (a multiple of the interval), so
+// the two ranks of a link, whose traffic is mostly symmetric, try another way at about the
+// same time: a trial against the peer's traffic of another kind would mostly measure the
+// mixture. Between trials the mode in use is left only when its rate falls 10% below
+// another's last figure (for the fastest such); the mode left that way gets its trial
+// after an eighth of the interval, in case it was a dip.
 //
 // A link starts single-copy and tries the staged way once the single copy has a figure,
 // then (with three ways) the streamed way right after that trial.

@@ -1,6 +1,7 @@
 // algo_sweep: float32 sum all-reduce time per size for several algorithms in ONE job.
 //
 //   algo_sweep [--algos auto,ring,tree,hd,rd,hier] [-b 8] [-e 256M] [-r 5] [--target-ms 20]
+//              [--per-call N]
 //
 // One process is one rank (collCommInitFromEnv). For every algorithm the tool makes its
 // own communicator over the same ranks (collCommSplit with COLL_ALGO=allreduce:NAME set
@@ -12,12 +13,29 @@
 // calls for about --target-ms; its time is the slowest rank's. Every algorithm's last
 // result at every size is checked against the exact sum; a wrong value fails the run.
 //
+// Back-to-back calls (the default, as the *_perf tools time them) let a call start on one
+// rank before the previous one has finished on the others, so a pipelined algorithm's
+// time per call can be less than one call's latency. --per-call N times N single calls
+// per algorithm and size instead, each from a common start: rank 0 names an instant a few
+// milliseconds ahead on the shared monotonic clock, every rank waits for it, makes the
+// call and notes when it returned; the call's time is the last rank's return minus the
+// start, and the median of the N is printed. This needs every rank on one kernel (one
+// clock: the simulated hosts of network namespaces); ranks on different machines are
+// refused (their /proc/sys/kernel/random/boot_id differ).
+//
 // Rank 0 prints "# bytes ALGO..." and one row of times (us) per size.
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <functional>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <sys/prctl.h>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -31,10 +49,12 @@ struct Args {
   size_t minBytes = 8, maxBytes = size_t{256} << 20;
   int repeats = 5;
   double targetMs = 20;
+  int perCall = 0;  // > 0: median of this many single calls from a common start
 };
 
 const char* kUsage =
-    "usage: algo_sweep [--algos auto,ring,tree,hd,rd,hier] [-b MIN] [-e MAX] [-r REPEATS] [--target-ms MS]\n";
+    "usage: algo_sweep [--algos auto,ring,tree,hd,rd,hier] [-b MIN] [-e MAX] [-r REPEATS] [--target-ms MS]\n"
+    "                  [--per-call N]\n";
 
 size_t parseBytes(const std::string& s) {
   char* end = nullptr;
@@ -70,10 +90,12 @@ Args parseArgs(int argc, char** argv) {
     else if (o == "-e") a.maxBytes = parseBytes(val());
     else if (o == "-r") a.repeats = std::atoi(val().c_str());
     else if (o == "--target-ms") a.targetMs = std::atof(val().c_str());
+    else if (o == "--per-call") a.perCall = std::atoi(val().c_str());
     else throw std::invalid_argument("unknown argument '" + o + "'");
   }
-  if (a.algos.empty() || a.repeats < 1 || a.targetMs <= 0 || a.minBytes > a.maxBytes)
-    throw std::invalid_argument("need at least one algorithm, -r >= 1, --target-ms > 0 and -b <= -e");
+  if (a.algos.empty() || a.repeats < 1 || a.targetMs <= 0 || a.minBytes > a.maxBytes || a.perCall < 0 ||
+      a.perCall > 100000)
+    throw std::invalid_argument("need at least one algorithm, -r >= 1, --target-ms > 0, -b <= -e and 0 <= --per-call <= 100000");
   return a;
 }
 
@@ -117,8 +139,29 @@ class Sweep {
     }
     size_t wrong = 0;
     const size_t A = comms_.size();
+    if (a_.perCall > 0) startMarginNs_ = sameClockMargin();
     for (size_t bytes = a_.minBytes; bytes <= a_.maxBytes; bytes *= 2) {
       const size_t count = bytes / sizeof(float);
+      if (a_.perCall > 0) {
+        std::vector<std::vector<double>> samples(A);
+        for (size_t j = 0; j < A; ++j) call(j, count);  // warm-up
+        for (int i = 0; i < a_.perCall; ++i)
+          for (size_t k = 0; k < A; ++k) {
+            const size_t j = (k + static_cast<size_t>(i)) % A;
+            samples[j].push_back(oneCallUs(j, count));
+            if (i + 1 == a_.perCall) wrong += wrongValues(count);
+          }
+        if (rank_ == 0) {
+          std::printf("%12zu", bytes);
+          for (auto& s : samples) {
+            std::nth_element(s.begin(), s.begin() + static_cast<long>(s.size() / 2), s.end());
+            std::printf(" %10.1f", s[s.size() / 2]);
+          }
+          std::printf("\n");
+          std::fflush(stdout);
+        }
+        continue;
+      }
       std::vector<int> iters(A);
       for (size_t j = 0; j < A; ++j) {
         call(j, count);  // warm-up
@@ -156,6 +199,56 @@ class Sweep {
     return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
   }
 
+  static int64_t monoNs() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  }
+
+  // Per-call timing compares instants taken on different ranks, so they must share one
+  // clock. Returns how far ahead of "now" rank 0 puts each common start: four barriers'
+  // time (the start must reach every rank before it comes), at least 1 ms.
+  int64_t sameClockMargin() {
+    std::ifstream f("/proc/sys/kernel/random/boot_id");
+    std::string id;
+    std::getline(f, id);
+    if (id.empty()) throw std::runtime_error("--per-call: cannot read /proc/sys/kernel/random/boot_id");
+    uint64_t lo = std::hash<std::string>{}(id), hi = lo;
+    check(collAllReduce(&lo, &lo, 1, collUint64, collMin, world_, nullptr), "collAllReduce(boot id)", world_);
+    check(collAllReduce(&hi, &hi, 1, collUint64, collMax, world_, nullptr), "collAllReduce(boot id)", world_);
+    if (lo != hi)
+      throw std::runtime_error("--per-call needs every rank on one machine's clock (network namespaces of one "
+                               "kernel); these ranks run on different machines");
+    int64_t worst = 0;
+    for (int i = 0; i < 5; ++i) {
+      const int64_t t0 = monoNs();
+      check(collBarrier(world_), "collBarrier", world_);
+      worst = std::max(worst, monoNs() - t0);
+    }
+    check(collAllReduce(&worst, &worst, 1, collInt64, collMax, world_, nullptr), "collAllReduce(margin)", world_);
+    return std::max<int64_t>(1000000, 4 * worst);
+  }
+
+  // One call from a common start; the last rank's return minus the start, in us. A start
+  // that some rank saw too late (already past) is retried with twice the margin.
+  double oneCallUs(size_t j, size_t count) {
+    for (int attempt = 0;; ++attempt) {
+      check(collBarrier(world_), "collBarrier", world_);
+      int64_t start = rank_ == 0 ? monoNs() + startMarginNs_ : 0;
+      check(collBroadcast(&start, &start, 1, collInt64, 0, world_, nullptr), "collBroadcast(start)", world_);
+      const bool late = monoNs() >= start;
+      timespec at{time_t(start / 1000000000), long(start % 1000000000)};
+      while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr) == EINTR) {
+      }
+      call(j, count);
+      double res[2] = {double(monoNs() - start) / 1e3, late ? 1.0 : 0.0};
+      check(collAllReduce(res, res, 2, collFloat64, collMax, world_, nullptr), "collAllReduce(time)", world_);
+      if (res[1] == 0) return res[0];
+      if (attempt == 5) throw std::runtime_error("--per-call: a rank kept reaching the common start too late");
+      startMarginNs_ *= 2;
+    }
+  }
+
   double slowest(double us) {
     check(collAllReduce(&us, &us, 1, collFloat64, collMax, world_, nullptr), "collAllReduce(time)", world_);
     return us;
@@ -174,6 +267,7 @@ class Sweep {
   const Args& a_;
   collComm_t world_;
   int rank_ = 0, nranks_ = 1;
+  int64_t startMarginNs_ = 0;
   std::vector<collComm_t> comms_;
   std::vector<float> send_, recv_;
 };
@@ -188,6 +282,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "algo_sweep: %s\n%s", e.what(), kUsage);
     return 2;
   }
+  if (a.perCall > 0) prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // wake at the common start, not up to 50 us after
   collComm_t world = nullptr;
   if (collCommInitFromEnv(&world) != collSuccess) {
     std::fprintf(stderr, "algo_sweep: collCommInitFromEnv failed: %s\n", collGetLastError(nullptr));

@@ -14,7 +14,9 @@
 namespace coll {
 
 COLL_PARAM(kMsgUs, "COLL_TUNE_MSG_US", "2", "cost model: microseconds of software overhead per message");
-COLL_PARAM(kOversubUs, "COLL_TUNE_OVERSUB_US", "5", "cost model: extra microseconds per message for each rank beyond one per CPU on a host");
+COLL_PARAM(kNetMsgUs, "COLL_TUNE_NET_MSG_US", "8",
+           "cost model: kernel CPU microseconds of one inter-host message, which queue where a kernel runs more at once than it has CPUs");
+COLL_PARAM(kOversubUs, "COLL_TUNE_OVERSUB_US", "3", "cost model: extra microseconds per message for each rank beyond one per CPU on a host");
 COLL_PARAM(kReduceGBs, "COLL_TUNE_REDUCE_GBS", "4", "cost model: reduction throughput in GB/s");
 COLL_PARAM(kHierSegment, "COLL_HIER_SEGMENT_BYTES", "4M",
            "hierarchical all-reduce: bytes per segment of its overlapped intra/inter-host phases");
@@ -26,17 +28,20 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 CostParams CostParams::fromConfig(const Config& cfg, size_t chunkBytes) {
   CostParams p;
   p.msgUs = std::max(0.0, cfg.getDouble(kMsgUs));
+  p.netMsgUs = std::max(0.0, cfg.getDouble(kNetMsgUs));
   p.reduceGBs = std::max(0.01, cfg.getDouble(kReduceGBs));
   p.chunkBytes = std::max<size_t>(64, chunkBytes);
   p.hierSegmentBytes = std::max<size_t>(4096, cfg.getSize(kHierSegment));
   return p;
 }
 
-double oversubscription(const JobTopo& job) {
+KernelGroups kernelGroups(const JobTopo& job) {
   // Ranks share CPUs when they run on one kernel, whatever host they claim to be on
   // (simulated hosts); without a kernel id, by host.
-  std::vector<std::vector<int>> groups;
+  KernelGroups g;
+  g.of.assign(static_cast<size_t>(job.nranks()), 0);
   std::vector<uint64_t> keys;
+  std::vector<std::vector<int>> members;
   for (int h = 0; h < job.nhosts(); ++h)
     for (int r : job.hosts()[h].ranks) {
       uint64_t k = job.placement(r).kernelId;
@@ -44,24 +49,32 @@ double oversubscription(const JobTopo& job) {
       auto it = std::find(keys.begin(), keys.end(), key);
       if (it == keys.end()) {
         keys.push_back(key);
-        groups.push_back({r});
-      } else {
-        groups[it - keys.begin()].push_back(r);
+        members.push_back({});
+        it = keys.end() - 1;
       }
+      g.of[static_cast<size_t>(r)] = static_cast<int>(it - keys.begin());
+      members[static_cast<size_t>(it - keys.begin())].push_back(r);
     }
-  double worst = 1.0;
-  for (const auto& g : groups) {
+  for (const auto& m : members) {
     size_t cpus = 0;
     std::vector<int32_t> firsts;
-    for (int r : g) {
+    for (int r : m) {
       const RankPlacement& p = job.placement(r);
       cpus = std::max<size_t>(cpus, p.cpus);
       if (p.firstCpu >= 0 && std::find(firsts.begin(), firsts.end(), p.firstCpu) == firsts.end())
         firsts.push_back(p.firstCpu);
     }
-    cpus = std::max(cpus, firsts.size());
-    if (cpus > 0) worst = std::max(worst, static_cast<double>(g.size()) / static_cast<double>(cpus));
+    g.ranks.push_back(static_cast<int>(m.size()));
+    g.cpus.push_back(static_cast<double>(std::max(cpus, firsts.size())));
   }
+  return g;
+}
+
+double oversubscription(const JobTopo& job) {
+  KernelGroups g = kernelGroups(job);
+  double worst = 1.0;
+  for (size_t k = 0; k < g.cpus.size(); ++k)
+    if (g.cpus[k] > 0) worst = std::max(worst, g.ranks[k] / g.cpus[k]);
   return worst;
 }
 
@@ -75,7 +88,7 @@ CostParams CostParams::forJob(const Config& cfg, size_t chunkBytes, const JobTop
   return p;
 }
 
-Hop flowsHop(const JobTopo& job, const std::vector<std::pair<int, int>>& flows) {
+Hop flowsHop(const JobTopo& job, const std::vector<std::pair<int, int>>& flows, double netMsgUs) {
   Hop h;
   if (flows.empty()) return Hop{0, 1e9};
   // Flows leaving or entering a host through its network link share it.
@@ -92,6 +105,22 @@ Hop flowsHop(const JobTopo& job, const std::vector<std::pair<int, int>>& flows) 
     if (l.cls == PathClass::Network) share = std::max(out[job.hostOf(a)], in[job.hostOf(b)]);
     h.latUs = std::max(h.latUs, l.latUs);
     h.bwGBs = std::min(h.bwGBs, std::max(1e-6, l.bwGBs) / share);
+  }
+  if (netMsgUs > 0 && !out.empty()) {
+    // Each inter-host message costs its sender's and its receiver's kernel CPU time (the
+    // socket calls, the protocol stack), half each. More of them at once than a kernel
+    // has CPUs wait for each other: the stage takes that much longer.
+    KernelGroups g = kernelGroups(job);
+    std::vector<double> ends(g.cpus.size(), 0.0);
+    for (auto [a, b] : flows)
+      if (job.hostOf(a) != job.hostOf(b)) {
+        ends[static_cast<size_t>(g.of[static_cast<size_t>(a)])] += 0.5;
+        ends[static_cast<size_t>(g.of[static_cast<size_t>(b)])] += 0.5;
+      }
+    double queue = 0;
+    for (size_t k = 0; k < ends.size(); ++k)
+      if (g.cpus[k] > 0) queue = std::max(queue, ends[k] / g.cpus[k] - 1.0);
+    h.latUs += netMsgUs * queue;
   }
   return h;
 }
@@ -117,18 +146,18 @@ HierModel::HierModel(const JobTopo& job, const CostParams& p) : p_(p) {
   }
   for (int i = 0; uniform_ && hosts_ > 1 && i < local_; ++i)
     for (int h = 0; h < hosts_; ++h) inter.push_back({lay.grid[h][i], lay.grid[(h + 1) % hosts_][i]});
-  intra_ = flowsHop(job, intra);
-  inter_ = flowsHop(job, inter);
-  fan_ = flowsHop(job, fan);
+  intra_ = flowsHop(job, intra, p_.netMsgUs);
+  inter_ = flowsHop(job, inter, p_.netMsgUs);
+  fan_ = flowsHop(job, fan, p_.netMsgUs);
   // Recursive doubling among the leaders, as groupRdAllReduce runs it.
   const int p2 = hosts_ > 0 ? static_cast<int>(std::bit_floor(static_cast<unsigned>(hosts_))) : 1;
   std::vector<std::pair<int, int>> fold;
   for (int h = p2; h < hosts_; ++h) fold.push_back({lay.leaders[h], lay.leaders[h - p2]});
-  if (!fold.empty()) leaderRounds_.push_back(flowsHop(job, fold));
+  if (!fold.empty()) leaderRounds_.push_back(flowsHop(job, fold, p_.netMsgUs));
   for (int mask = 1; mask < p2; mask <<= 1) {
     std::vector<std::pair<int, int>> round;
     for (int h = 0; h < p2; ++h) round.push_back({lay.leaders[h], lay.leaders[h ^ mask]});
-    leaderRounds_.push_back(flowsHop(job, round));
+    leaderRounds_.push_back(flowsHop(job, round, p_.netMsgUs));
   }
   if (!fold.empty()) leaderRounds_.push_back(leaderRounds_.front());
 }
@@ -182,19 +211,19 @@ std::vector<std::pair<int, int>> ringFlows(const std::vector<int>& order) {
 
 // Halving steps over positions mapped to ranks by `order`: masks in the given sequence.
 std::vector<Hop> hdHops(const JobTopo& job, const std::vector<int>& order, const std::vector<int>& masks,
-                        Hop* fold, bool* folds) {
+                        double netMsgUs, Hop* fold, bool* folds) {
   const int n = static_cast<int>(order.size());
   patterns::HdRole role = patterns::hdRole(n, 0);
   std::vector<std::pair<int, int>> f;
   for (int i = 0; i < role.rem; ++i) f.push_back({order[2 * i + 1], order[2 * i]});
-  *fold = flowsHop(job, f);
+  *fold = flowsHop(job, f, netMsgUs);
   *folds = role.rem > 0;
   std::vector<Hop> hops;
   for (int m : masks) {
     std::vector<std::pair<int, int>> step;
     for (int v = 0; v < role.p2; ++v)
       step.push_back({order[patterns::hdPosOfVrank(n, v)], order[patterns::hdPosOfVrank(n, v ^ m)]});
-    hops.push_back(flowsHop(job, step));
+    hops.push_back(flowsHop(job, step, netMsgUs));
   }
   return hops;
 }
@@ -204,22 +233,22 @@ std::vector<Hop> hdHops(const JobTopo& job, const std::vector<int>& order, const
 CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nranks()), hier_(job, p) {
   const int n = n_;
   patterns::RingLayout ring = patterns::ringLayout(job), ident = patterns::identityLayout(n);
-  ringRank_ = flowsHop(job, ringFlows(ident.order));
+  ringRank_ = flowsHop(job, ringFlows(ident.order), p_.netMsgUs);
   // Recursive doubling in rank order, as algorithms/allreduce/rd.cpp runs it.
   const int p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
   std::vector<std::pair<int, int>> fold;
   for (int r = p2; r < n; ++r) fold.push_back({r, r - p2});
-  if (!fold.empty()) rdRounds_.push_back(flowsHop(job, fold));
+  if (!fold.empty()) rdRounds_.push_back(flowsHop(job, fold, p_.netMsgUs));
   for (int mask = 1; mask < p2; mask <<= 1) {
     std::vector<std::pair<int, int>> round;
     for (int r = 0; r < p2; ++r) round.push_back({r, r ^ mask});
-    rdRounds_.push_back(flowsHop(job, round));
+    rdRounds_.push_back(flowsHop(job, round, p_.netMsgUs));
   }
   std::vector<int> up, down;
   for (int m = 1; m < p2; m <<= 1) up.push_back(m);
   down.assign(up.rbegin(), up.rend());
-  hdSteps_ = hdHops(job, ring.order, up, &hdFold_, &hdFolds_);
-  hdRankSteps_ = hdHops(job, ident.order, down, &hdRankFold_, &hdRankFolds_);
+  hdSteps_ = hdHops(job, ring.order, up, p_.netMsgUs, &hdFold_, &hdFolds_);
+  hdRankSteps_ = hdHops(job, ident.order, down, p_.netMsgUs, &hdRankFold_, &hdRankFolds_);
   std::vector<std::pair<int, int>> treeEdges, rootedEdges;
   for (int t = 0; t < 2; ++t)
     for (int pos = 0; pos < n; ++pos) {
@@ -230,13 +259,13 @@ CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nr
     patterns::TreeNode node = patterns::rootedTreeNode(n, 0, pos);
     if (node.parent >= 0) rootedEdges.push_back({ring.order[node.parent], ring.order[pos]});
   }
-  tree_ = flowsHop(job, treeEdges);
-  rootedTree_ = flowsHop(job, rootedEdges);
+  tree_ = flowsHop(job, treeEdges, p_.netMsgUs);
+  rootedTree_ = flowsHop(job, rootedEdges, p_.netMsgUs);
   treeDepth_ = patterns::treeDepth(n);
   for (int d = 1; d < n; d *= 2) {
     std::vector<std::pair<int, int>> step;
     for (int pos = 0; pos < n; ++pos) step.push_back({ring.order[pos], ring.order[(pos - d % n + n) % n]});
-    bruckSteps_.push_back(flowsHop(job, step));
+    bruckSteps_.push_back(flowsHop(job, step, p_.netMsgUs));
   }
 }
 

@@ -35,6 +35,7 @@ struct Hop {
 
 struct CostParams {
   double msgUs = 1.0;          // software cost of posting and completing one message
+  double netMsgUs = 0.0;       // kernel CPU time of one inter-host message (see flowsHop)
   double reduceGBs = 4.0;      // reduction throughput of one core
   size_t chunkBytes = 512 << 10;
   size_t hierSegmentBytes = 4 << 20;
@@ -56,13 +57,27 @@ struct CostParams {
   static CostParams forJob(const Config& cfg, size_t chunkBytes, const JobTopo& job);
 };
 
+// The job's ranks grouped by the kernel they run on (simulated hosts of one machine
+// share one): each rank's group, and per group its ranks and the CPUs they may use (0
+// unknown). A group's CPUs are estimated from its ranks' placements: the largest
+// affinity mask, or the number of distinct first CPUs when ranks are pinned apart.
+struct KernelGroups {
+  std::vector<int> of;
+  std::vector<int> ranks;
+  std::vector<double> cpus;
+};
+KernelGroups kernelGroups(const JobTopo& job);
+
 // Largest ratio over hosts of ranks to the CPUs they may use (1 when not oversubscribed
 // or unknown). A host's CPUs are estimated from its ranks' placements: the largest
 // affinity mask, or the number of distinct first CPUs when ranks are pinned apart.
 double oversubscription(const JobTopo& job);
 
 // The stage made of `flows` (sender, receiver) running at once. Empty: a zero hop.
-Hop flowsHop(const JobTopo& job, const std::vector<std::pair<int, int>>& flows);
+// netMsgUs > 0: an inter-host message's kernel CPU time (CostParams::netMsgUs), added to
+// the stage's latency for every round of such messages queued beyond the CPUs of the
+// kernels that run them.
+Hop flowsHop(const JobTopo& job, const std::vector<std::pair<int, int>>& flows, double netMsgUs = 0);
 
 // Segments the hierarchical all-reduce splits `bytes` into, so its intra-host and
 // inter-host phases overlap (shared by the algorithm and its cost).

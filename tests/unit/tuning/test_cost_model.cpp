@@ -202,19 +202,50 @@ TEST(CostModel, OversubscriptionFromPlacements) {
   EXPECT_DOUBLE_EQ(oversubscription(jobWithCpus({"A", "A", "B", "B"}, 2, false, 42)), 2.0);
 }
 
+// Inter-host messages cost kernel CPU time at both ends. Simulated hosts on one 2-CPU
+// kernel (the netns benchmark set-up) run every such message on those 2 CPUs: four at
+// once (recursive doubling's crossing round) queue one round behind each other, the two
+// of the hierarchical leaders do not. Measured side by side (perf/topo/algo_sweep, 8 B to
+// 8 KiB): recursive doubling 20-31 us, the hierarchical all-reduce 16-24 us whenever the
+// two leaders run on different CPUs. Real hosts with CPUs of their own queue nothing.
+TEST(CostModel, MessagesBeyondAKernelsCpusQueue) {
+  auto twoCpus = [](int) { return std::vector<int>{0, 1}; };
+  JobTopo shared = makeJob({"A", "A", "B", "B"}, LinkTable::defaults(), twoCpus, 42);
+  JobTopo apart = makeJob({"A", "A", "B", "B"}, LinkTable::defaults(), twoCpus, 0);
+  const double lat = LinkTable::defaults().ethernet.latUs;
+  const std::vector<std::pair<int, int>> four{{0, 2}, {2, 0}, {1, 3}, {3, 1}}, two{{0, 2}, {2, 0}};
+  EXPECT_DOUBLE_EQ(flowsHop(shared, four, 8).latUs, lat + 8);
+  EXPECT_DOUBLE_EQ(flowsHop(shared, two, 8).latUs, lat);
+  EXPECT_DOUBLE_EQ(flowsHop(shared, four, 0).latUs, lat);
+  EXPECT_DOUBLE_EQ(flowsHop(apart, four, 8).latUs, lat);
+  EXPECT_DOUBLE_EQ(flowsHop(shared, {{0, 1}, {1, 0}, {2, 3}, {3, 2}, {0, 1}}, 8).latUs,
+                   flowsHop(shared, {{0, 1}}, 0).latUs);  // intra-host messages do not count
+
+  Config cfg = Config::fromEnv();
+  CostParams ps = CostParams::forJob(cfg, 512 << 10, shared), pa = CostParams::forJob(cfg, 512 << 10, apart);
+  EXPECT_DOUBLE_EQ(ps.netMsgUs, 8);
+  CostModel ms(shared, ps), ma(apart, pa);
+  for (size_t s : {size_t{8}, size_t{1} << 10, size_t{8} << 10})
+    EXPECT_EQ(best(ms, OpKind::AllReduce, s, allReduceAlgos()), "hier") << s;
+  for (size_t s : {size_t{8}, size_t{1} << 10}) EXPECT_EQ(best(ma, OpKind::AllReduce, s, allReduceAlgos()), "rd") << s;
+}
+
 TEST(CostModel, OversubscribedJobsPreferFewerRounds) {
   JobTopo calm = jobWithCpus({"A", "A", "B", "B"}, 2, false);
   JobTopo busy = jobWithCpus({"A", "A", "A", "A", "B", "B", "B", "B"}, 2, false);
   Config cfg = Config::fromEnv();
+  cfg.set("COLL_TUNE_NET_MSG_US", "0");  // the oversubscription charges alone
   CostParams pc = CostParams::forJob(cfg, 512 << 10, calm), pb = CostParams::forJob(cfg, 512 << 10, busy);
   EXPECT_DOUBLE_EQ(pc.msgUs, CostParams::fromConfig(cfg, 512 << 10).msgUs);
   EXPECT_DOUBLE_EQ(pb.msgUs, pc.msgUs + cfg.getDouble("COLL_TUNE_OVERSUB_US"));  // 2 ranks per CPU
   EXPECT_DOUBLE_EQ(pb.reduceGBs, pc.reduceGBs / 2);
-  // Over the same hosts, a message-heavy ring costs relatively more when oversubscribed.
+  // Over the same hosts every message costs more when oversubscribed, so the ring's 14
+  // steps gain more time than recursive doubling's 3 rounds (8 B: no reduction to speak of).
   CostModel mb(busy, pb), mc(busy, CostParams::fromConfig(cfg, 512 << 10));
-  const size_t s = 64 << 10;
-  EXPECT_GT(mb.estimate(OpKind::AllReduce, "ring", s) / mb.estimate(OpKind::AllReduce, "rd", s),
-            mc.estimate(OpKind::AllReduce, "ring", s) / mc.estimate(OpKind::AllReduce, "rd", s));
+  auto gain = [&](const char* a) { return mb.estimate(OpKind::AllReduce, a, 8) - mc.estimate(OpKind::AllReduce, a, 8); };
+  const double perMsg = cfg.getDouble("COLL_TUNE_OVERSUB_US");
+  EXPECT_NEAR(gain("ring"), 14 * perMsg, 0.01);
+  EXPECT_NEAR(gain("rd"), 3 * perMsg, 0.01);
 }
 
 // 8 ranks on 2 CPUs of one host (measured side by side with perf/topo/algo_sweep):

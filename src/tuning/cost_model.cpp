@@ -88,7 +88,8 @@ CostParams CostParams::forJob(const Config& cfg, size_t chunkBytes, const JobTop
   return p;
 }
 
-Hop flowsHop(const JobTopo& job, const std::vector<std::pair<int, int>>& flows, double netMsgUs) {
+Hop flowsHop(const JobTopo& job, const std::vector<std::pair<int, int>>& flows, double netMsgUs,
+             const KernelGroups* groups) {
   Hop h;
   if (flows.empty()) return Hop{0, 1e9};
   // Flows leaving or entering a host through its network link share it.
@@ -110,7 +111,9 @@ Hop flowsHop(const JobTopo& job, const std::vector<std::pair<int, int>>& flows, 
     // Each inter-host message costs its sender's and its receiver's kernel CPU time (the
     // socket calls, the protocol stack), half each. More of them at once than a kernel
     // has CPUs wait for each other: the stage takes that much longer.
-    KernelGroups g = kernelGroups(job);
+    KernelGroups own;
+    if (!groups) own = kernelGroups(job);
+    const KernelGroups& g = groups ? *groups : own;
     std::vector<double> ends(g.cpus.size(), 0.0);
     for (auto [a, b] : flows)
       if (job.hostOf(a) != job.hostOf(b)) {
@@ -133,6 +136,7 @@ int hierSegments(size_t bytes, const CostParams& p) {
 // ---- hierarchical all-reduce ----
 
 HierModel::HierModel(const JobTopo& job, const CostParams& p) : p_(p) {
+  const KernelGroups groups = kernelGroups(job);
   patterns::HierLayout lay = patterns::hierLayout(job, 0);
   hosts_ = lay.nhosts();
   uniform_ = lay.uniform;
@@ -146,18 +150,18 @@ HierModel::HierModel(const JobTopo& job, const CostParams& p) : p_(p) {
   }
   for (int i = 0; uniform_ && hosts_ > 1 && i < local_; ++i)
     for (int h = 0; h < hosts_; ++h) inter.push_back({lay.grid[h][i], lay.grid[(h + 1) % hosts_][i]});
-  intra_ = flowsHop(job, intra, p_.netMsgUs);
-  inter_ = flowsHop(job, inter, p_.netMsgUs);
-  fan_ = flowsHop(job, fan, p_.netMsgUs);
+  intra_ = flowsHop(job, intra, p_.netMsgUs, &groups);
+  inter_ = flowsHop(job, inter, p_.netMsgUs, &groups);
+  fan_ = flowsHop(job, fan, p_.netMsgUs, &groups);
   // Recursive doubling among the leaders, as groupRdAllReduce runs it.
   const int p2 = hosts_ > 0 ? static_cast<int>(std::bit_floor(static_cast<unsigned>(hosts_))) : 1;
   std::vector<std::pair<int, int>> fold;
   for (int h = p2; h < hosts_; ++h) fold.push_back({lay.leaders[h], lay.leaders[h - p2]});
-  if (!fold.empty()) leaderRounds_.push_back(flowsHop(job, fold, p_.netMsgUs));
+  if (!fold.empty()) leaderRounds_.push_back(flowsHop(job, fold, p_.netMsgUs, &groups));
   for (int mask = 1; mask < p2; mask <<= 1) {
     std::vector<std::pair<int, int>> round;
     for (int h = 0; h < p2; ++h) round.push_back({lay.leaders[h], lay.leaders[h ^ mask]});
-    leaderRounds_.push_back(flowsHop(job, round, p_.netMsgUs));
+    leaderRounds_.push_back(flowsHop(job, round, p_.netMsgUs, &groups));
   }
   if (!fold.empty()) leaderRounds_.push_back(leaderRounds_.front());
 }
@@ -211,19 +215,19 @@ std::vector<std::pair<int, int>> ringFlows(const std::vector<int>& order) {
 
 // Halving steps over positions mapped to ranks by `order`: masks in the given sequence.
 std::vector<Hop> hdHops(const JobTopo& job, const std::vector<int>& order, const std::vector<int>& masks,
-                        double netMsgUs, Hop* fold, bool* folds) {
+                        double netMsgUs, const KernelGroups& groups, Hop* fold, bool* folds) {
   const int n = static_cast<int>(order.size());
   patterns::HdRole role = patterns::hdRole(n, 0);
   std::vector<std::pair<int, int>> f;
   for (int i = 0; i < role.rem; ++i) f.push_back({order[2 * i + 1], order[2 * i]});
-  *fold = flowsHop(job, f, netMsgUs);
+  *fold = flowsHop(job, f, netMsgUs, &groups);
   *folds = role.rem > 0;
   std::vector<Hop> hops;
   for (int m : masks) {
     std::vector<std::pair<int, int>> step;
     for (int v = 0; v < role.p2; ++v)
       step.push_back({order[patterns::hdPosOfVrank(n, v)], order[patterns::hdPosOfVrank(n, v ^ m)]});
-    hops.push_back(flowsHop(job, step, netMsgUs));
+    hops.push_back(flowsHop(job, step, netMsgUs, &groups));
   }
   return hops;
 }
@@ -231,24 +235,25 @@ std::vector<Hop> hdHops(const JobTopo& job, const std::vector<int>& order, const
 }  // namespace
 
 CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nranks()), hier_(job, p) {
+  const KernelGroups groups = kernelGroups(job);
   const int n = n_;
   patterns::RingLayout ring = patterns::ringLayout(job), ident = patterns::identityLayout(n);
-  ringRank_ = flowsHop(job, ringFlows(ident.order), p_.netMsgUs);
+  ringRank_ = flowsHop(job, ringFlows(ident.order), p_.netMsgUs, &groups);
   // Recursive doubling in rank order, as algorithms/allreduce/rd.cpp runs it.
   const int p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
   std::vector<std::pair<int, int>> fold;
   for (int r = p2; r < n; ++r) fold.push_back({r, r - p2});
-  if (!fold.empty()) rdRounds_.push_back(flowsHop(job, fold, p_.netMsgUs));
+  if (!fold.empty()) rdRounds_.push_back(flowsHop(job, fold, p_.netMsgUs, &groups));
   for (int mask = 1; mask < p2; mask <<= 1) {
     std::vector<std::pair<int, int>> round;
     for (int r = 0; r < p2; ++r) round.push_back({r, r ^ mask});
-    rdRounds_.push_back(flowsHop(job, round, p_.netMsgUs));
+    rdRounds_.push_back(flowsHop(job, round, p_.netMsgUs, &groups));
   }
   std::vector<int> up, down;
   for (int m = 1; m < p2; m <<= 1) up.push_back(m);
   down.assign(up.rbegin(), up.rend());
-  hdSteps_ = hdHops(job, ring.order, up, p_.netMsgUs, &hdFold_, &hdFolds_);
-  hdRankSteps_ = hdHops(job, ident.order, down, p_.netMsgUs, &hdRankFold_, &hdRankFolds_);
+  hdSteps_ = hdHops(job, ring.order, up, p_.netMsgUs, groups, &hdFold_, &hdFolds_);
+  hdRankSteps_ = hdHops(job, ident.order, down, p_.netMsgUs, groups, &hdRankFold_, &hdRankFolds_);
   std::vector<std::pair<int, int>> treeEdges, rootedEdges;
   for (int t = 0; t < 2; ++t)
     for (int pos = 0; pos < n; ++pos) {
@@ -259,13 +264,13 @@ CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nr
     patterns::TreeNode node = patterns::rootedTreeNode(n, 0, pos);
     if (node.parent >= 0) rootedEdges.push_back({ring.order[node.parent], ring.order[pos]});
   }
-  tree_ = flowsHop(job, treeEdges, p_.netMsgUs);
-  rootedTree_ = flowsHop(job, rootedEdges, p_.netMsgUs);
+  tree_ = flowsHop(job, treeEdges, p_.netMsgUs, &groups);
+  rootedTree_ = flowsHop(job, rootedEdges, p_.netMsgUs, &groups);
   treeDepth_ = patterns::treeDepth(n);
   for (int d = 1; d < n; d *= 2) {
     std::vector<std::pair<int, int>> step;
     for (int pos = 0; pos < n; ++pos) step.push_back({ring.order[pos], ring.order[(pos - d % n + n) % n]});
-    bruckSteps_.push_back(flowsHop(job, step, p_.netMsgUs));
+    bruckSteps_.push_back(flowsHop(job, step, p_.netMsgUs, &groups));
   }
 }
 

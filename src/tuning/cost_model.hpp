@@ -76,8 +76,9 @@ double oversubscription(const JobTopo& job);
 // The stage made of `flows` (sender, receiver) running at once. Empty: a zero hop.
 // netMsgUs > 0: an inter-host message's kernel CPU time (CostParams::netMsgUs), added to
 // the stage's latency for every round of such messages queued beyond the CPUs of the
-// kernels that run them.
-Hop flowsHop(const JobTopo& job, const std::vector<std::pair<int, int>>& flows, double netMsgUs = 0);
+// kernels that run them (groups: kernelGroups(job), computed here when not given).
+Hop flowsHop(const JobTopo& job, const std::vector<std::pair<int, int>>& flows, double netMsgUs = 0,
+             const KernelGroups* groups = nullptr);
 
 // Segments the hierarchical all-reduce splits `bytes` into, so its intra-host and
 // inter-host phases overlap (shared by the algorithm and its cost).

@@ -8,7 +8,8 @@
 #   topo_run ALGO PROG ARGS...              ranks 0,1 on h1 and 2,3 on h2, started by hand
 #                                           with the COLL_* launch contract; COLL_ALGO=ALGO
 #                                           ("" or "auto": the automatic choice); rank 0's
-#                                           output on stdout
+#                                           output on stdout. TOPO_PIN="C0 C1 C2 C3" pins
+#                                           rank i to CPU Ci (taskset); unset: unpinned
 set -euo pipefail
 
 TOPO_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -33,13 +34,14 @@ topo_up() {
 topo_run() {
   local algo=$1; shift
   [ "$algo" = auto ] && algo=
-  local secret port pids=() rc=0
+  local secret port pids=() rc=0 pin=()
+  [ -n "${TOPO_PIN:-}" ] && read -r -a pin <<<"$TOPO_PIN"
   secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
   port=$((20000 + RANDOM % 20000))
   for host in 1 2; do
     for local in 0 1; do
       local rank=$(((host - 1) * 2 + local))
-      ip netns exec "${TOPO_PREFIX}h$host" env COLL_RANK=$rank COLL_SIZE=4 COLL_LOCAL_RANK=$local \
+      ip netns exec "${TOPO_PREFIX}h$host" ${pin[$rank]:+taskset -c ${pin[$rank]}} env COLL_RANK=$rank COLL_SIZE=4 COLL_LOCAL_RANK=$local \
         COLL_LOCAL_SIZE=2 COLL_ROOT_ADDR="10.213.$TOPO_SUBNET.1:$port" COLL_JOB_SECRET="$secret" \
         COLL_HOST_ID="topo-h$host" COLL_SOCKET_IFNAME=veth0 COLL_TIMEOUT="${COLL_TIMEOUT:-120}" \
         COLL_ALGO="$algo" ${COLL_TUNE_OVERSUB_US:+COLL_TUNE_OVERSUB_US=$COLL_TUNE_OVERSUB_US} ${COLL_TOPO_LINK_BW:+COLL_TOPO_LINK_BW=$COLL_TOPO_LINK_BW} "$@" >"$TOPO_TMP/rank$rank.log" 2>&1 &

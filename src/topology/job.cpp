@@ -51,10 +51,25 @@ JobTopo::JobTopo(std::vector<RankPlacement> placements, LinkTable table)
     localRank_[r] = static_cast<int>(h.ranks.size());
     h.ranks.push_back(r);
   }
+  // Simulated hosts on one kernel share its CPUs. Where ranks are pinned to one CPU
+  // each, two leaders on the same CPU would take turns at every inter-host exchange
+  // (measured: 26 us against 17 us for the 8 B hierarchical all-reduce on 2 x 2 ranks),
+  // so among equally close candidates a later host prefers a rank whose CPU no earlier
+  // leader on its kernel holds.
+  std::vector<std::pair<uint64_t, int32_t>> leaderCpus;  // (kernel, CPU) of pinned leaders
+  auto pinnedTo = [&](int r) { return ranks_[r].cpus == 1 ? ranks_[r].firstCpu : -1; };
   for (HostGroup& h : hosts_) {
-    auto key = [&](int r) { return std::make_pair(ranks_[r].nicPath, r); };
+    auto clash = [&](int r) {
+      const int32_t cpu = pinnedTo(r);
+      return cpu >= 0 && ranks_[r].kernelId != 0 &&
+             std::find(leaderCpus.begin(), leaderCpus.end(), std::make_pair(ranks_[r].kernelId, cpu)) !=
+                 leaderCpus.end();
+    };
+    auto key = [&](int r) { return std::make_tuple(ranks_[r].nicPath, clash(r), r); };
     h.leader = *std::min_element(h.ranks.begin(), h.ranks.end(),
                                  [&](int a, int b) { return key(a) < key(b); });
+    if (pinnedTo(h.leader) >= 0 && ranks_[h.leader].kernelId != 0)
+      leaderCpus.emplace_back(ranks_[h.leader].kernelId, pinnedTo(h.leader));
   }
 }
 

@@ -100,6 +100,8 @@ class JobTopo {
   // placements[i] must describe rank i (validated). Hosts are ordered by their lowest rank.
   // A host's leader is its lowest rank among those with the best path to their NIC (the
   // lowest rank when no NIC is known), so leaders talk to the network from close by.
+  // Hosts that share a kernel (simulated hosts) with ranks pinned to single CPUs prefer,
+  // among those, a rank on a CPU that no earlier host's leader is pinned to.
   JobTopo(std::vector<RankPlacement> placements, LinkTable table);
 
   int nranks() const { return static_cast<int>(ranks_.size()); }

@@ -84,6 +84,37 @@ TEST(TopoJob, HostGroupsWithoutHardwareDetail) {
   expectError([&] { job.hostOf(-1); }, collInvalidArgument, {"rank -1"});
 }
 
+// Simulated hosts on one kernel: where ranks are pinned, a later host's leader avoids the
+// CPUs of earlier leaders; unpinned ranks, or hosts on kernels of their own, keep the
+// lowest rank.
+TEST(TopoJob, LeadersOfSimulatedHostsAvoidEachOthersCpus) {
+  HostTopo t = hostOnly();
+  auto leaders = [&](const std::vector<std::vector<int>>& cpus, uint64_t kernel) {
+    const char* ids[] = {"h0", "h0", "h1", "h1", "h2", "h2"};
+    std::vector<RankPlacement> ps;
+    for (size_t r = 0; r < cpus.size(); ++r) {
+      PlacementInput in;
+      in.rank = static_cast<int>(r);
+      in.hostId = in.hostname = ids[r];
+      in.pid = 100 + static_cast<int>(r);
+      in.cpus = cpus[r];
+      in.kernelId = kernel;
+      ps.push_back(makePlacement(t, in));
+    }
+    return JobTopo(ps, LinkTable::defaults()).leaders();
+  };
+  // Each host pinned its local ranks to CPUs 0 and 1: host h1 leads from CPU 1.
+  EXPECT_EQ(leaders({{0}, {1}, {0}, {1}}, 7), (std::vector<int>{0, 3}));
+  // Already apart, or apart only by a later rank.
+  EXPECT_EQ(leaders({{0}, {1}, {1}, {0}}, 7), (std::vector<int>{0, 2}));
+  EXPECT_EQ(leaders({{0}, {1}, {0}, {1}, {0}, {2}}, 7), (std::vector<int>{0, 3, 5}));
+  // Every CPU taken: the lowest rank.
+  EXPECT_EQ(leaders({{0}, {1}, {0}, {1}, {0}, {1}}, 7), (std::vector<int>{0, 3, 4}));
+  // Kernel unknown (real hosts) or ranks free to move: nothing to avoid.
+  EXPECT_EQ(leaders({{0}, {1}, {0}, {1}}, 0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(leaders({{0, 1}, {0, 1}, {0, 1}, {0, 1}}, 7), (std::vector<int>{0, 2}));
+}
+
 TEST(TopoJob, HostIdFromEnvironment) {
   EnvGuard id("COLL_HOST_ID", "sim-host-7");
   RankPlacement p = place(hostOnly(), 0, localHostId(), {0});

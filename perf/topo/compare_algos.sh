@@ -4,8 +4,11 @@
 # forced algorithm at every size.
 #
 #   compare_algos.sh BUILD_DIR [--rate 1gbit] [--delay 1ms] [-b 8] [-e 256M] [-r REPEATS]
+#                    [--bind-to core]
 #
-# Without --rate/--delay the veth is unshaped. The times come from algo_sweep (one job;
+# Without --rate/--delay the veth is unshaped. --bind-to core pins each host's local rank i
+# to CPU i, as collectiverun --bind-to core would on each host (default: unpinned, the
+# scheduler places the ranks; the two simulated hosts share this machine's CPUs). The times come from algo_sweep (one job;
 # one communicator per algorithm; at every size each algorithm in turn, REPEATS rounds
 # (default 5) in rotated order, best time kept): separate launches per algorithm differ
 # by up to 50% in small-message latency on this VM, side by side they meet the same
@@ -26,6 +29,13 @@ while [ $# -gt 0 ]; do
     -b) min=$2; shift 2 ;;
     -e) max=$2; shift 2 ;;
     -r) repeats=$2; shift 2 ;;
+    --bind-to)
+      case "$2" in
+        core) ncpu=$(nproc); export TOPO_PIN="0 $((1 % ncpu)) 0 $((1 % ncpu))" ;;
+        none) unset TOPO_PIN ;;
+        *) echo "--bind-to takes core or none" >&2; exit 2 ;;
+      esac
+      shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -33,7 +43,7 @@ tool=$build/perf/all_reduce_perf
 sweep=$build/perf/algo_sweep
 for x in "$tool" "$sweep"; do [ -x "$x" ] || { echo "$x not built" >&2; exit 2; }; done
 topo_up "${shape[@]}"
-echo "# 2 hosts x 2 ranks, veth ${shape[*]:-unshaped}; float32 sum all-reduce, $min to $max"
+echo "# 2 hosts x 2 ranks${TOPO_PIN:+ pinned to CPUs $TOPO_PIN}, veth ${shape[*]:-unshaped}; float32 sum all-reduce, $min to $max"
 algos=(auto ring tree hd rd hier)
 for a in "${algos[@]}"; do
   topo_run "$a" "$tool" -b "$min" -e "$max" -f 2 -c 1 -n 1 -w 0 > "$TOPO_TMP/$a.check"

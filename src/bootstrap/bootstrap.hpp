@@ -94,6 +94,9 @@ class Bootstrap {
   virtual void abort(const std::string& why) = 0;
   // Graceful goodbye; the root ends when every rank has said it.
   virtual void close() = 0;
+  // The smallest round trip to the root seen so far on this rank's connection to it, in
+  // microseconds; 0 where unknown (no socket of our own, as under MPI).
+  virtual double rootRttUs() const { return 0; }
 };
 
 // Reads the launcher / MPI / Slurm environment. Returns false when none is present.

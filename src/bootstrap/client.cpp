@@ -80,6 +80,11 @@ class SocketBootstrap final : public Bootstrap {
     sendLastWords(bs::makeFrame(MsgType::Abort, w.data().data(), w.data().size()));
   }
 
+  double rootRttUs() const override {
+    std::lock_guard<std::mutex> lk(mu_);
+    return sock_.valid() ? tcpMinRttUs(sock_.fd()) : 0;
+  }
+
   void close() override {
     std::lock_guard<std::mutex> lk(mu_);
     if (!sock_.valid()) return;
@@ -220,7 +225,7 @@ class SocketBootstrap final : public Bootstrap {
   std::vector<PeerInfo> peers_;
   bs::FrameReader in_;
   std::optional<Reply> reply_;
-  std::mutex mu_;  // serialises use of the socket
+  mutable std::mutex mu_;  // serialises use of the socket
   std::atomic<bool> failed_{false};
   std::mutex whyMu_;
   std::string failWhy_;

@@ -61,6 +61,9 @@ Socket connectWithRetry(const sockaddr_storage& addr, const Deadline& deadline);
 void setNonBlocking(int fd, bool on = true);
 void setNoDelay(int fd);
 void setBufferSizes(int fd, int bytes);
+// The smallest round trip the kernel has measured on a TCP connection, in microseconds;
+// 0 when it has none or cannot say.
+double tcpMinRttUs(int fd);
 
 // Blocking transfers on a (possibly non-blocking) socket, bounded by the deadline.
 // A closed peer is collRemoteError; an expired deadline is collTimeout.

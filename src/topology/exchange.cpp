@@ -52,6 +52,7 @@ JobTopo exchangeJobTopo(Bootstrap& boot, const HostTopo& topo, const LinkTable& 
   in.kernelId = runningKernelId();
   in.netName = net.name;
   in.netSpeedMbps = net.speedMbps;
+  in.rootRttUs = boot.rootRttUs();
   RankPlacement mine = makePlacement(topo, in);
   std::vector<uint8_t> bytes = boot.allGather(&mine, sizeof mine);
   COLL_ENFORCE_EQ(bytes.size(), sizeof mine * n, collInternalError, "topology: placement all-gather size");

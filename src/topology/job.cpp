@@ -132,6 +132,10 @@ RankLink JobTopo::link(int a, int b) const {
     // The slower end bounds the pair (Mb/s -> GB/s).
     if (!table_.userBw[costSlot] && pa.nicSpeedMbps > 0 && pb.nicSpeedMbps > 0)
       l.bwGBs = static_cast<double>(std::min(pa.nicSpeedMbps, pb.nicSpeedMbps)) / 8000.0;
+    // A long or delayed network: the root sits with rank 0, so the rank of the pair on
+    // another host measured the crossing (both did, between two other hosts: roughly).
+    const double measured = std::max(pa.rootRttUs, pb.rootRttUs) / 2.0;
+    if (!table_.userLat[costSlot] && measured > l.latUs) l.latUs = measured;
   }
   return l;
 }

@@ -17,7 +17,7 @@
 
 namespace coll {
 
-constexpr uint32_t kPlacementMagic = 0x54504c31u;  // "TPL1": layout version of the struct
+constexpr uint32_t kPlacementMagic = 0x54504c32u;  // "TPL2": layout version of the struct
 constexpr int kPlacementMaxGpus = 16;              // GPUs per host a placement can describe
 constexpr uint8_t kNoPath = 0xff;
 
@@ -53,6 +53,11 @@ struct RankPlacement {
   // Hash of the running kernel's boot id: ranks with equal values share CPUs even when
   // COLL_HOST_ID (or network namespaces) make them different hosts. 0 unknown.
   uint64_t kernelId = 0;
+  // The smallest round trip the kernel measured on the rank's bootstrap connection to the
+  // rendezvous root (rank 0's process), microseconds; 0 unknown. Half of it, on a rank
+  // of another host than rank 0, is how long the network takes to cross one way.
+  float rootRttUs = 0;
+  uint32_t pad1 = 0;
 };
 static_assert(std::is_trivially_copyable_v<RankPlacement>, "exchanged as raw bytes");
 
@@ -69,6 +74,7 @@ struct PlacementInput {
   // speed (topology/netdev.hpp); used where hwloc knows no NIC or knows it unshaped.
   std::string netName;
   uint64_t netSpeedMbps = 0;
+  double rootRttUs = 0;  // Bootstrap::rootRttUs()
 };
 
 // A hash of /proc/sys/kernel/random/boot_id (0 when unreadable).
@@ -115,7 +121,8 @@ class JobTopo {
   std::vector<int> leaders() const;  // one per host, in host order
   PathClass pathClass(int a, int b) const;
   // Class plus assumed bandwidth and latency: the table's, except NVLink pairs (hwloc's
-  // NVLink bandwidth) and network pairs (the slower NIC's speed) unless the user set them.
+  // NVLink bandwidth) and network pairs (the slower NIC's speed; half the longer measured
+  // round trip to the root where that is longer than assumed) unless the user set them.
   RankLink link(int a, int b) const;
   const LinkTable& table() const { return table_; }
 

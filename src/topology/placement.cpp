@@ -66,6 +66,9 @@ RankPlacement makePlacement(const HostTopo& topo, const PlacementInput& in) {
   p.firstCpu = in.cpus.empty() ? -1 : *std::min_element(in.cpus.begin(), in.cpus.end());
   p.cpus = static_cast<uint32_t>(in.cpus.size());
   p.kernelId = in.kernelId;
+  COLL_CHECK_ARG(std::isfinite(in.rootRttUs) && in.rootRttUs >= 0 && in.rootRttUs < 1e9,
+                 "topology: rank ", in.rank, " has a bad round-trip time to the root (", in.rootRttUs, " us)");
+  p.rootRttUs = static_cast<float>(in.rootRttUs);
   memset(p.gpuPath, kNoPath, sizeof p.gpuPath);
   if (in.gpu >= 0) {
     int ngpus = static_cast<int>(topo.gpus.size());
@@ -126,6 +129,7 @@ void validatePlacement(const RankPlacement& p, int expectRank) {
       if (!std::isfinite(p.gpuNvlinkGBs[j]) || p.gpuNvlinkGBs[j] < 0) bad("NVLink bandwidth", p.gpuNvlinkGBs[j]);
     }
   if (p.nic < -1) bad("NIC index", p.nic);
+  if (!std::isfinite(p.rootRttUs) || p.rootRttUs < 0 || p.rootRttUs >= 1e9f) bad("round-trip time", p.rootRttUs);
   if (p.nic >= 0 && (p.nicPath >= kNumPathClasses || p.nicKind > static_cast<uint8_t>(NicKind::Eth)))
     bad("NIC path/kind", int(p.nicPath));
 }

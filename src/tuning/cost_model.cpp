@@ -16,6 +16,8 @@ namespace coll {
 COLL_PARAM(kMsgUs, "COLL_TUNE_MSG_US", "2", "cost model: microseconds of software overhead per message");
 COLL_PARAM(kNetMsgUs, "COLL_TUNE_NET_MSG_US", "8",
            "cost model: kernel CPU microseconds of one inter-host message, which queue where a kernel runs more at once than it has CPUs");
+COLL_PARAM(kWakeUs, "COLL_TUNE_WAKE_US", "50",
+           "cost model: microseconds to wake a rank that slept through a stage of other ranks longer than 100 us");
 COLL_PARAM(kOversubUs, "COLL_TUNE_OVERSUB_US", "3", "cost model: extra microseconds per message for each rank beyond one per CPU on a host");
 COLL_PARAM(kReduceGBs, "COLL_TUNE_REDUCE_GBS", "4", "cost model: reduction throughput in GB/s");
 COLL_PARAM(kHierSegment, "COLL_HIER_SEGMENT_BYTES", "4M",
@@ -29,6 +31,7 @@ CostParams CostParams::fromConfig(const Config& cfg, size_t chunkBytes) {
   CostParams p;
   p.msgUs = std::max(0.0, cfg.getDouble(kMsgUs));
   p.netMsgUs = std::max(0.0, cfg.getDouble(kNetMsgUs));
+  p.wakeUs = std::max(0.0, cfg.getDouble(kWakeUs));
   p.reduceGBs = std::max(0.01, cfg.getDouble(kReduceGBs));
   p.chunkBytes = std::max<size_t>(64, chunkBytes);
   p.hierSegmentBytes = std::max<size_t>(4096, cfg.getSize(kHierSegment));
@@ -199,8 +202,13 @@ double HierModel::leadersUs(size_t bytes) const {
     t += fan_.latUs + (local_ - 1) * (o + fan_.wire(s) + red);  // gather and reduce at the leader
     t += fan_.latUs + (local_ - 1) * (o + fan_.wire(s));        // send the result back
   }
-  for (const Hop& h : leaderRounds_) t += h.time(s) + o + red;
-  return t;
+  double roundsUs = 0;
+  for (const Hop& h : leaderRounds_) roundsUs += h.time(s) + o + red;
+  // The other local ranks wait through the leaders' rounds; across a long link they fall
+  // asleep, and the result has to wake them. Recursive doubling has no such stage: every
+  // rank takes part in every round, and the message it waits for wakes it.
+  if (local_ > 1 && roundsUs > CostParams::kSleepsAfterUs) t += p_.wakeUs;
+  return t + roundsUs;
 }
 
 // ---- the whole model ----

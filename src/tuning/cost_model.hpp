@@ -36,6 +36,10 @@ struct Hop {
 struct CostParams {
   double msgUs = 1.0;          // software cost of posting and completing one message
   double netMsgUs = 0.0;       // kernel CPU time of one inter-host message (see flowsHop)
+  // Waking a rank that slept through a stage of others longer than kSleepsAfterUs (its
+  // spin and yields are long over by then).
+  double wakeUs = 0.0;
+  static constexpr double kSleepsAfterUs = 100;
   double reduceGBs = 4.0;      // reduction throughput of one core
   size_t chunkBytes = 512 << 10;
   size_t hierSegmentBytes = 4 << 20;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -115,6 +116,44 @@ TEST(TopoJob, LeadersOfSimulatedHostsAvoidEachOthersCpus) {
   EXPECT_EQ(leaders({{0, 1}, {0, 1}, {0, 1}, {0, 1}}, 7), (std::vector<int>{0, 2}));
 }
 
+// The round trip each rank measured to the root (rank 0's process) sets the latency of a
+// network pair when it is longer than the table's, unless the user set the latency.
+TEST(TopoJob, MeasuredRoundTripLengthensTheNetwork) {
+  HostTopo t = hostOnly();
+  auto job = [&](std::vector<double> rtt, const LinkTable& table) {
+    const char* ids[] = {"A", "A", "B", "B", "C"};
+    std::vector<RankPlacement> ps;
+    for (size_t r = 0; r < rtt.size(); ++r) {
+      PlacementInput in;
+      in.rank = static_cast<int>(r);
+      in.hostId = in.hostname = ids[r];
+      in.pid = 100 + static_cast<int>(r);
+      in.cpus = {static_cast<int>(r)};
+      in.rootRttUs = rtt[r];
+      ps.push_back(makePlacement(t, in));
+    }
+    return JobTopo(ps, table);
+  };
+  const LinkTable defaults = LinkTable::defaults();
+  const double lat = defaults.ethernet.latUs;
+  JobTopo delayed = job({0, 30, 2100, 2200, 900}, defaults);
+  EXPECT_DOUBLE_EQ(delayed.link(0, 2).latUs, 1050);  // half rank 2's round trip
+  EXPECT_DOUBLE_EQ(delayed.link(3, 1).latUs, 1100);
+  EXPECT_DOUBLE_EQ(delayed.link(2, 4).latUs, 1050);  // the farther of the two ends
+  EXPECT_DOUBLE_EQ(delayed.link(0, 1).latUs, defaults.of(delayed.pathClass(0, 1)).latUs);  // same host
+  // Round trips shorter than the table's latency, or unknown (0): the table stands.
+  EXPECT_DOUBLE_EQ(job({0, 0, 20, 20, 0}, defaults).link(0, 2).latUs, lat);
+  EXPECT_DOUBLE_EQ(job({0, 0, 0, 0, 0}, defaults).link(0, 2).latUs, lat);
+  Config cfg = Config::fromEnv();
+  cfg.set("COLL_TOPO_LINK_LAT", "ethernet=40");
+  EXPECT_DOUBLE_EQ(job({0, 30, 2100, 2200, 900}, LinkTable::fromConfig(cfg)).link(0, 2).latUs, 40);
+  PlacementInput bad;
+  bad.rank = 3;
+  bad.hostId = "A";
+  bad.rootRttUs = -5;
+  expectError([&] { makePlacement(t, bad); }, collInvalidArgument, {"rank 3", "round-trip time"});
+}
+
 TEST(TopoJob, HostIdFromEnvironment) {
   EnvGuard id("COLL_HOST_ID", "sim-host-7");
   RankPlacement p = place(hostOnly(), 0, localHostId(), {0});
@@ -147,6 +186,8 @@ TEST(TopoJob, CorruptPlacementsFromPeers) {
   expectBad([](RankPlacement& p) { p.hostGpus = 200; }, "GPU count");
   expectBad([](RankPlacement& p) { p.hostGpus = 2; p.gpu = 0; p.gpuPath[1] = 9; }, "GPU path class");
   expectBad([](RankPlacement& p) { p.nic = 0; p.nicPath = 12; }, "NIC path");
+  expectBad([](RankPlacement& p) { p.rootRttUs = -1; }, "round-trip time");
+  expectBad([](RankPlacement& p) { p.rootRttUs = std::numeric_limits<float>::quiet_NaN(); }, "round-trip time");
   EXPECT_NO_THROW(JobTopo(good, LinkTable::defaults()));
 }
 

@@ -230,6 +230,26 @@ TEST(CostModel, MessagesBeyondAKernelsCpusQueue) {
   for (size_t s : {size_t{8}, size_t{1} << 10}) EXPECT_EQ(best(ma, OpKind::AllReduce, s, allReduceAlgos()), "rd") << s;
 }
 
+// Across a distant link (1 ms, as the round trip to the root measures it) the
+// hierarchical leaders' exchange outlasts the other ranks' spin: they sleep, and waking
+// them costs what recursive doubling, where every rank waits for a message of its own,
+// does not pay.
+TEST(CostModel, RanksThatSleepThroughTheLeadersExchangeCostAWake) {
+  auto twoCpus = [](int) { return std::vector<int>{0, 1}; };
+  Config cfg = Config::fromEnv();
+  cfg.set("COLL_TOPO_LINK_LAT", "ethernet=1000");
+  JobTopo near = makeJob({"A", "A", "B", "B"}, LinkTable::defaults(), twoCpus, 42);
+  JobTopo far = makeJob({"A", "A", "B", "B"}, LinkTable::fromConfig(cfg), twoCpus, 42);
+  CostParams p = CostParams::forJob(cfg, 512 << 10, far), quiet = p;
+  quiet.wakeUs = 0;
+  EXPECT_DOUBLE_EQ(p.wakeUs, 50);
+  EXPECT_NEAR(HierModel(far, p).leadersUs(8) - HierModel(far, quiet).leadersUs(8), 50, 1e-6);
+  EXPECT_DOUBLE_EQ(HierModel(near, p).leadersUs(8), HierModel(near, quiet).leadersUs(8));
+  EXPECT_EQ(best(CostModel(far, p), OpKind::AllReduce, 8, allReduceAlgos()), "rd");
+  EXPECT_EQ(best(CostModel(near, p), OpKind::AllReduce, 8, allReduceAlgos()), "hier");
+  EXPECT_EQ(best(CostModel(far, quiet), OpKind::AllReduce, 8, allReduceAlgos()), "hier");
+}
+
 TEST(CostModel, OversubscribedJobsPreferFewerRounds) {
   JobTopo calm = jobWithCpus({"A", "A", "B", "B"}, 2, false);
   JobTopo busy = jobWithCpus({"A", "A", "A", "A", "B", "B", "B", "B"}, 2, false);

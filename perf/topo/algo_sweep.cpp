@@ -5,13 +5,17 @@
 //
 // One process is one rank (collCommInitFromEnv). For every algorithm the tool makes its
 // own communicator over the same ranks (collCommSplit with COLL_ALGO=allreduce:NAME set
-// while it is made; "auto" leaves COLL_ALGO empty), then, size by size, times every
-// algorithm in turn, REPEATS rounds with the order rotated each round, and keeps each
-// algorithm's best time. Separate launches per algorithm on this VM differ by up to 50%
+// while it is made; "auto" leaves COLL_ALGO empty), then times every algorithm at every
+// size in REPEATS rounds. A round goes through all sizes, and at each size through every
+// algorithm, in an order rotated each round; the median of an algorithm's REPEATS times
+// at a size is printed. Separate launches per algorithm on this VM differ by up to 50%
 // in small-message latency (where the ranks land on the two cores); measured side by
-// side in one job the algorithms meet the same conditions. Each measurement runs enough
-// calls for about --target-ms; its time is the slowest rank's. Every algorithm's last
-// result at every size is checked against the exact sum; a wrong value fails the run.
+// side in one job the algorithms meet the same conditions. Spreading a size's repeats
+// over the whole run keeps a disturbance of a few seconds to one sample of each size
+// (instead of every sample of a few sizes), and the median keeps a rare lucky sample out
+// too. Each measurement runs enough calls for about --target-ms; its time is the slowest
+// rank's. Every algorithm's result is checked against the exact sum after every
+// measurement; a wrong value fails the run.
 //
 // Back-to-back calls (the default, as the *_perf tools time them) let a call start on one
 // rank before the previous one has finished on the others, so a pipelined algorithm's
@@ -140,6 +144,7 @@ class Sweep {
     size_t wrong = 0;
     const size_t A = comms_.size();
     if (a_.perCall > 0) startMarginNs_ = sameClockMargin();
+    std::vector<std::vector<int>> itersAt;  // calls per measurement, per size and algorithm
     for (size_t bytes = a_.minBytes; bytes <= a_.maxBytes; bytes *= 2) {
       const size_t count = bytes / sizeof(float);
       if (a_.perCall > 0) {
@@ -153,40 +158,52 @@ class Sweep {
           }
         if (rank_ == 0) {
           std::printf("%12zu", bytes);
-          for (auto& s : samples) {
-            std::nth_element(s.begin(), s.begin() + static_cast<long>(s.size() / 2), s.end());
-            std::printf(" %10.1f", s[s.size() / 2]);
-          }
+          for (auto& s : samples) std::printf(" %10.1f", median(s));
           std::printf("\n");
           std::fflush(stdout);
         }
         continue;
       }
-      std::vector<int> iters(A);
+      std::vector<int>& iters = itersAt.emplace_back(A);
       for (size_t j = 0; j < A; ++j) {
         call(j, count);  // warm-up
         double one = slowest(timeCalls(j, count, 1));
         iters[j] = static_cast<int>(std::min(1000.0, std::max(1.0, a_.targetMs * 1e3 / std::max(one, 1e-3))));
       }
-      std::vector<double> best(A, std::numeric_limits<double>::infinity());
-      for (int rep = 0; rep < a_.repeats; ++rep)
+    }
+    if (a_.perCall > 0) return wrong;
+    // samples[size index][algorithm]: one time per round.
+    std::vector<std::vector<std::vector<double>>> samples(itersAt.size(), std::vector<std::vector<double>>(A));
+    for (int rep = 0; rep < a_.repeats; ++rep) {
+      size_t si = 0;
+      for (size_t bytes = a_.minBytes; bytes <= a_.maxBytes; bytes *= 2, ++si) {
+        const size_t count = bytes / sizeof(float);
         for (size_t k = 0; k < A; ++k) {
-          const size_t j = (k + static_cast<size_t>(rep)) % A;
+          const size_t j = (k + static_cast<size_t>(rep) + si) % A;
           call(j, count);  // the previous algorithm's waiters are asleep: wake this one's
-          best[j] = std::min(best[j], slowest(timeCalls(j, count, iters[j])));
+          samples[si][j].push_back(slowest(timeCalls(j, count, itersAt[si][j])));
           wrong += wrongValues(count);
         }
-      if (rank_ == 0) {
-        std::printf("%12zu", bytes);
-        for (double t : best) std::printf(" %10.1f", t);
-        std::printf("\n");
-        std::fflush(stdout);
       }
     }
+    size_t si = 0;
+    for (size_t bytes = a_.minBytes; rank_ == 0 && bytes <= a_.maxBytes; bytes *= 2, ++si) {
+      std::printf("%12zu", bytes);
+      for (auto& s : samples[si]) std::printf(" %10.1f", median(s));
+      std::printf("\n");
+    }
+    std::fflush(stdout);
     return wrong;
   }
 
  private:
+  // The middle value; of an even count, the mean of the two middle ones.
+  static double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  }
+
   void call(size_t j, size_t count) {
     check(collAllReduce(send_.data(), recv_.data(), count, collFloat32, collSum, comms_[j], nullptr),
           ("collAllReduce with " + a_.algos[j]).c_str(), comms_[j]);

@@ -9,10 +9,10 @@
 # Without --rate/--delay the veth is unshaped. --bind-to core pins each host's local rank i
 # to CPU i, as collectiverun --bind-to core would on each host (default: unpinned, the
 # scheduler places the ranks; the two simulated hosts share this machine's CPUs). The times come from algo_sweep (one job;
-# one communicator per algorithm; at every size each algorithm in turn, REPEATS rounds
-# (default 5) in rotated order, best time kept): separate launches per algorithm differ
-# by up to 50% in small-message latency on this VM, side by side they meet the same
-# conditions. Every algorithm's results are also checked by all_reduce_perf (-c 1).
+# one communicator per algorithm; REPEATS rounds (default 5) over every size and, at
+# each size, every algorithm in rotated order; the median per size and algorithm):
+# separate launches per algorithm differ by up to 50% in small-message latency on this
+# VM, side by side they meet the same conditions. Every algorithm's results are also checked by all_reduce_perf (-c 1).
 #
 # Prints one table (time in us per size and algorithm) with, per size, the algorithm the
 # automatic choice runs (collective-info --counts in the same job layout), the ratio of

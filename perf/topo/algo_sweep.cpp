@@ -39,6 +39,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <stdexcept>
 #include <string>
@@ -248,15 +249,21 @@ class Sweep {
 
   // One call from a common start; the last rank's return minus the start, in us. A start
   // that some rank saw too late (already past) is retried with twice the margin.
+  static constexpr int64_t kSpinBeforeStartNs = 300000;
+
   double oneCallUs(size_t j, size_t count) {
     for (int attempt = 0;; ++attempt) {
       check(collBarrier(world_), "collBarrier", world_);
       int64_t start = rank_ == 0 ? monoNs() + startMarginNs_ : 0;
       check(collBroadcast(&start, &start, 1, collInt64, 0, world_, nullptr), "collBroadcast(start)", world_);
       const bool late = monoNs() >= start;
-      timespec at{time_t(start / 1000000000), long(start % 1000000000)};
-      while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr) == EINTR) {
+      // Sleep to just before the start, then yield until it: a timer wake-up on this VM
+      // comes tens of microseconds late, and that lag is not the call's.
+      const int64_t wake = start - kSpinBeforeStartNs;
+      timespec at{time_t(wake / 1000000000), long(wake % 1000000000)};
+      while (monoNs() < wake && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr) == EINTR) {
       }
+      while (monoNs() < start) sched_yield();
       call(j, count);
       double res[2] = {double(monoNs() - start) / 1e3, late ? 1.0 : 0.0};
       check(collAllReduce(res, res, 2, collFloat64, collMax, world_, nullptr), "collAllReduce(time)", world_);

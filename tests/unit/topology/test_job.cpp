@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <set>
@@ -85,24 +86,32 @@ TEST(TopoJob, HostGroupsWithoutHardwareDetail) {
   expectError([&] { job.hostOf(-1); }, collInvalidArgument, {"rank -1"});
 }
 
+// n ranks, two per host (h0, h0, h1, h1, ...), each input finished by `fill`.
+std::vector<RankPlacement> twoPerHost(const HostTopo& t, size_t n, const std::function<void(PlacementInput&)>& fill) {
+  std::vector<RankPlacement> ps;
+  for (size_t r = 0; r < n; ++r) {
+    PlacementInput in;
+    in.rank = static_cast<int>(r);
+    in.hostId = in.hostname = "h" + std::to_string(r / 2);
+    in.pid = 100 + in.rank;
+    fill(in);
+    ps.push_back(makePlacement(t, in));
+  }
+  return ps;
+}
+
 // Simulated hosts on one kernel: where ranks are pinned, a later host's leader avoids the
 // CPUs of earlier leaders; unpinned ranks, or hosts on kernels of their own, keep the
 // lowest rank.
 TEST(TopoJob, LeadersOfSimulatedHostsAvoidEachOthersCpus) {
   HostTopo t = hostOnly();
   auto leaders = [&](const std::vector<std::vector<int>>& cpus, uint64_t kernel) {
-    const char* ids[] = {"h0", "h0", "h1", "h1", "h2", "h2"};
-    std::vector<RankPlacement> ps;
-    for (size_t r = 0; r < cpus.size(); ++r) {
-      PlacementInput in;
-      in.rank = static_cast<int>(r);
-      in.hostId = in.hostname = ids[r];
-      in.pid = 100 + static_cast<int>(r);
-      in.cpus = cpus[r];
-      in.kernelId = kernel;
-      ps.push_back(makePlacement(t, in));
-    }
-    return JobTopo(ps, LinkTable::defaults()).leaders();
+    return JobTopo(twoPerHost(t, cpus.size(), [&](PlacementInput& in) {
+                     in.cpus = cpus[static_cast<size_t>(in.rank)];
+                     in.kernelId = kernel;
+                   }),
+                   LinkTable::defaults())
+        .leaders();
   };
   // Each host pinned its local ranks to CPUs 0 and 1: host h1 leads from CPU 1.
   EXPECT_EQ(leaders({{0}, {1}, {0}, {1}}, 7), (std::vector<int>{0, 3}));
@@ -121,18 +130,11 @@ TEST(TopoJob, LeadersOfSimulatedHostsAvoidEachOthersCpus) {
 TEST(TopoJob, MeasuredRoundTripLengthensTheNetwork) {
   HostTopo t = hostOnly();
   auto job = [&](std::vector<double> rtt, const LinkTable& table) {
-    const char* ids[] = {"A", "A", "B", "B", "C"};
-    std::vector<RankPlacement> ps;
-    for (size_t r = 0; r < rtt.size(); ++r) {
-      PlacementInput in;
-      in.rank = static_cast<int>(r);
-      in.hostId = in.hostname = ids[r];
-      in.pid = 100 + static_cast<int>(r);
-      in.cpus = {static_cast<int>(r)};
-      in.rootRttUs = rtt[r];
-      ps.push_back(makePlacement(t, in));
-    }
-    return JobTopo(ps, table);
+    return JobTopo(twoPerHost(t, rtt.size(), [&](PlacementInput& in) {
+                     in.cpus = {in.rank};
+                     in.rootRttUs = rtt[static_cast<size_t>(in.rank)];
+                   }),
+                   table);
   };
   const LinkTable defaults = LinkTable::defaults();
   const double lat = defaults.ethernet.latUs;

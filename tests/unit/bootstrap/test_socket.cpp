@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <net/if.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <thread>
@@ -128,6 +129,33 @@ TEST(Connect, RetriesUntilTheListenerAppears) {
   Socket s = connectWithRetry(test::loopback4(port), Deadline(3));
   sendAll(s.fd(), "x", 1, Deadline(3));
   late.join();
+}
+
+// The kernel's round-trip estimate: some microseconds over loopback once a reply came
+// back, 0 for what is not a TCP socket.
+TEST(Connect, MinRoundTripOfAConnection) {
+  sockaddr_storage a = test::loopback4(0);
+  Socket l = listenOn(&a);
+  std::thread echo([&] {
+    Socket c(::accept(l.fd(), nullptr, nullptr));
+    char b[4];
+    recvAll(c.fd(), b, 4, Deadline(3));
+    sendAll(c.fd(), b, 4, Deadline(3));
+  });
+  Socket s = connectWithRetry(a, Deadline(3));
+  char b[4] = {'p', 'i', 'n', 'g'};
+  sendAll(s.fd(), b, 4, Deadline(3));
+  recvAll(s.fd(), b, 4, Deadline(3));
+  echo.join();
+  const double rtt = tcpMinRttUs(s.fd());
+  EXPECT_GT(rtt, 0);
+  EXPECT_LT(rtt, 1e6);
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  EXPECT_EQ(tcpMinRttUs(fds[0]), 0);
+  close(fds[0]);
+  close(fds[1]);
+  EXPECT_EQ(tcpMinRttUs(-1), 0);
 }
 
 TEST(Transfer, ClosedPeerIsRemoteErrorAndSilenceIsTimeout) {

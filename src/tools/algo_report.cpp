@@ -39,6 +39,26 @@ void printAlgorithmChoices(std::ostream& os, collComm_t handle, const std::vecto
     }
     os << "\n";
   }
+  // What the choice rests on for the all-reduce: every algorithm's estimate.
+  os << "all-reduce cost estimates (us; '-' where the algorithm does not apply):\n";
+  for (const Algorithm* a : algorithmTable()) {
+    if (a->kind() != OpKind::AllReduce) continue;
+    snprintf(buf, sizeof buf, "  %-14s", a->name());
+    os << buf;
+    for (size_t c : counts) {
+      OpArgs args;
+      args.kind = OpKind::AllReduce;
+      args.count = c;
+      args.dtype = collFloat32;
+      double us = -1;
+      for (const Candidate& cand : selector.candidates(comm, args))
+        if (cand.algo == a) us = cand.costUs;
+      if (us >= 0) snprintf(buf, sizeof buf, " %10.1f", us);
+      else snprintf(buf, sizeof buf, " %10s", "-");
+      os << buf;
+    }
+    os << "\n";
+  }
 }
 
 }  // namespace coll::tools

@@ -85,6 +85,12 @@ TEST(TopoTool, JobOnTwoSimulatedHosts) {
                    " --counts 1,67108864");
   ASSERT_EQ(c.status, 0) << c.out;
   EXPECT_TRUE(has(c, "  count                   1   67108864\n  allreduce              rd ")) << c.out;
+  // Every all-reduce algorithm's estimate follows; the hierarchical one needs two hosts.
+  EXPECT_TRUE(has(c, "all-reduce cost estimates (us;")) << c.out;
+  EXPECT_TRUE(has(c, "\n  hier                    -          -\n")) << c.out;
+  EXPECT_TRUE(has(c, "\n  rd         ")) << c.out;
+  EXPECT_FALSE(has(r, "\n  hier                    -")) << r.out;
+  EXPECT_TRUE(has(r, "\n  hier       ")) << r.out;
 #if COLL_HAVE_HWLOC
   EXPECT_TRUE(has(r, "     0 -> 2    nvlink          300.00 GB/s")) << r.out;  // GPU0 - GPU1 on sim0
   EXPECT_TRUE(has(r, "     2 -> 1    network          25.00 GB/s")) << r.out;  // HDR InfiniBand

@@ -1,7 +1,7 @@
 // algo_sweep: float32 sum all-reduce time per size for several algorithms in ONE job.
 //
 //   algo_sweep [--algos auto,ring,tree,hd,rd,hier] [-b 8] [-e 256M] [-r 5] [--target-ms 20]
-//              [--per-call N]
+//              [--per-call N] [--grouped]
 //
 // One process is one rank (collCommInitFromEnv). For every algorithm the tool makes its
 // own communicator over the same ranks (collCommSplit with COLL_ALGO=allreduce:NAME set
@@ -16,6 +16,13 @@
 // too. Each measurement runs enough calls for about --target-ms; its time is the slowest
 // rank's. Every algorithm's result is checked against the exact sum after every
 // measurement; a wrong value fails the run.
+//
+// --grouped takes all REPEATS rounds of one size before going on to the next (sizes in
+// ascending order). Calls of a few MiB leave this VM's kernel slower for a while after
+// them: with rounds spread over 512 KiB-2 MiB, hd at 512 KiB took 440-780 us with samples
+// from 460 to 2100 us, measured alone 270-350 us, and two columns running the same
+// algorithm differed by up to 25%. Grouped, each size is measured after smaller ones only,
+// and such columns agree within 5%. compare_algos.sh groups its band of large sizes.
 //
 // Back-to-back calls (the default, as the *_perf tools time them) let a call start on one
 // rank before the previous one has finished on the others, so a pipelined algorithm's
@@ -55,11 +62,12 @@ struct Args {
   int repeats = 5;
   double targetMs = 20;
   int perCall = 0;  // > 0: median of this many single calls from a common start
+  bool grouped = false;  // every round of a size before the next size
 };
 
 const char* kUsage =
     "usage: algo_sweep [--algos auto,ring,tree,hd,rd,hier] [-b MIN] [-e MAX] [-r REPEATS] [--target-ms MS]\n"
-    "                  [--per-call N]\n";
+    "                  [--per-call N] [--grouped]\n";
 
 size_t parseBytes(const std::string& s) {
   char* end = nullptr;
@@ -96,6 +104,7 @@ Args parseArgs(int argc, char** argv) {
     else if (o == "-r") a.repeats = std::atoi(val().c_str());
     else if (o == "--target-ms") a.targetMs = std::atof(val().c_str());
     else if (o == "--per-call") a.perCall = std::atoi(val().c_str());
+    else if (o == "--grouped") a.grouped = true;
     else throw std::invalid_argument("unknown argument '" + o + "'");
   }
   if (a.algos.empty() || a.repeats < 1 || a.targetMs <= 0 || a.minBytes > a.maxBytes || a.perCall < 0 ||
@@ -157,47 +166,65 @@ class Sweep {
             samples[j].push_back(oneCallUs(j, count));
             if (i + 1 == a_.perCall) wrong += wrongValues(count);
           }
-        if (rank_ == 0) {
-          std::printf("%12zu", bytes);
-          for (auto& s : samples) std::printf(" %10.1f", median(s));
-          std::printf("\n");
-          std::fflush(stdout);
-        }
+        printRow(bytes, samples);
         continue;
       }
-      std::vector<int>& iters = itersAt.emplace_back(A);
-      for (size_t j = 0; j < A; ++j) {
-        call(j, count);  // warm-up
-        double one = slowest(timeCalls(j, count, 1));
-        iters[j] = static_cast<int>(std::min(1000.0, std::max(1.0, a_.targetMs * 1e3 / std::max(one, 1e-3))));
+      if (a_.grouped) {
+        std::vector<std::vector<double>> samples(A);
+        const std::vector<int> iters = calibrate(count);
+        for (int rep = 0; rep < a_.repeats; ++rep) wrong += round(count, iters, static_cast<size_t>(rep), samples);
+        printRow(bytes, samples);
+        continue;
       }
+      itersAt.push_back(calibrate(count));
     }
-    if (a_.perCall > 0) return wrong;
+    if (a_.perCall > 0 || a_.grouped) return wrong;
     // samples[size index][algorithm]: one time per round.
     std::vector<std::vector<std::vector<double>>> samples(itersAt.size(), std::vector<std::vector<double>>(A));
     for (int rep = 0; rep < a_.repeats; ++rep) {
       size_t si = 0;
-      for (size_t bytes = a_.minBytes; bytes <= a_.maxBytes; bytes *= 2, ++si) {
-        const size_t count = bytes / sizeof(float);
-        for (size_t k = 0; k < A; ++k) {
-          const size_t j = (k + static_cast<size_t>(rep) + si) % A;
-          call(j, count);  // the previous algorithm's waiters are asleep: wake this one's
-          samples[si][j].push_back(slowest(timeCalls(j, count, itersAt[si][j])));
-          wrong += wrongValues(count);
-        }
-      }
+      for (size_t bytes = a_.minBytes; bytes <= a_.maxBytes; bytes *= 2, ++si)
+        wrong += round(bytes / sizeof(float), itersAt[si], static_cast<size_t>(rep) + si, samples[si]);
     }
     size_t si = 0;
-    for (size_t bytes = a_.minBytes; rank_ == 0 && bytes <= a_.maxBytes; bytes *= 2, ++si) {
-      std::printf("%12zu", bytes);
-      for (auto& s : samples[si]) std::printf(" %10.1f", median(s));
-      std::printf("\n");
-    }
-    std::fflush(stdout);
+    for (size_t bytes = a_.minBytes; bytes <= a_.maxBytes; bytes *= 2, ++si) printRow(bytes, samples[si]);
     return wrong;
   }
 
  private:
+  // Calls per measurement of each algorithm at `count`: about --target-ms worth.
+  std::vector<int> calibrate(size_t count) {
+    std::vector<int> iters(comms_.size());
+    for (size_t j = 0; j < comms_.size(); ++j) {
+      call(j, count);  // warm-up
+      double one = slowest(timeCalls(j, count, 1));
+      iters[j] = static_cast<int>(std::min(1000.0, std::max(1.0, a_.targetMs * 1e3 / std::max(one, 1e-3))));
+    }
+    return iters;
+  }
+
+  // One measurement of every algorithm at `count`, starting with the one `rotation`
+  // names; appends to samples[algorithm] and returns the number of wrong values.
+  size_t round(size_t count, const std::vector<int>& iters, size_t rotation, std::vector<std::vector<double>>& samples) {
+    size_t wrong = 0;
+    const size_t A = comms_.size();
+    for (size_t k = 0; k < A; ++k) {
+      const size_t j = (k + rotation) % A;
+      call(j, count);  // the previous algorithm's waiters are asleep: wake this one's
+      samples[j].push_back(slowest(timeCalls(j, count, iters[j])));
+      wrong += wrongValues(count);
+    }
+    return wrong;
+  }
+
+  void printRow(size_t bytes, const std::vector<std::vector<double>>& samples) {
+    if (rank_ != 0) return;
+    std::printf("%12zu", bytes);
+    for (const auto& s : samples) std::printf(" %10.1f", median(s));
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+
   // The middle value; of an even count, the mean of the two middle ones.
   static double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());

@@ -9,8 +9,9 @@
 # Without --rate/--delay the veth is unshaped. --bind-to core pins each host's local rank i
 # to CPU i, as collectiverun --bind-to core would on each host (default: unpinned, the
 # scheduler places the ranks; the two simulated hosts share this machine's CPUs). The times come from algo_sweep (one job;
-# one communicator per algorithm; REPEATS rounds (default 5) over every size and, at
-# each size, every algorithm in rotated order; the median per size and algorithm):
+# one communicator per algorithm; REPEATS rounds (default 5) over every size (above
+# 64 KiB: every round of a size before the next) and, at each size, every algorithm in
+# rotated order; the median per size and algorithm):
 # separate launches per algorithm differ by up to 50% in small-message latency on this
 # VM, side by side they meet the same conditions. Every algorithm's results are also checked by all_reduce_perf (-c 1).
 #
@@ -51,14 +52,19 @@ for a in "${algos[@]}"; do
 done
 # Two bands, each its own sweep: calls of many MiB leave the kernel busy for a while
 # (freeing and reclaiming memory), which showed as 10-20% at small sizes measured right
-# after them when one sweep's rounds went through every size.
+# after them when one sweep's rounds went through every size. For the same reason the
+# large band is grouped (algo_sweep --grouped: every round of a size, then the next
+# size): spread over 512 KiB-2 MiB, two columns running the same algorithm differed by
+# up to 25% there; grouped, within 5%.
 lo=$(numfmt --from=iec "$min") hi=$(numfmt --from=iec "$max") split=$((64 << 10))
 bands=("$lo $hi")
 [ "$lo" -le "$split" ] && [ "$hi" -gt "$split" ] && bands=("$lo $split" "$((split * 2)) $hi")
 : > "$TOPO_TMP/sweep"
 for band in "${bands[@]}"; do
   read -r b e <<<"$band"
-  topo_run auto "$sweep" --algos "$(IFS=,; echo "${algos[*]}")" -b "$b" -e "$e" -r "$repeats" > "$TOPO_TMP/band"
+  grouped=()
+  [ "$b" -gt "$split" ] && grouped=(--grouped)
+  topo_run auto "$sweep" --algos "$(IFS=,; echo "${algos[*]}")" -b "$b" -e "$e" -r "$repeats" "${grouped[@]}" > "$TOPO_TMP/band"
   grep -q '^# wrong values: 0 OK' "$TOPO_TMP/band" || { echo "algo_sweep failed:" >&2; cat "$TOPO_TMP/band" >&2; exit 1; }
   grep -v '^#' "$TOPO_TMP/band" >> "$TOPO_TMP/sweep"
 done

@@ -22,7 +22,8 @@
 // them: with rounds spread over 512 KiB-2 MiB, hd at 512 KiB took 440-780 us with samples
 // from 460 to 2100 us, measured alone 270-350 us, and two columns running the same
 // algorithm differed by up to 25%. Grouped, each size is measured after smaller ones only,
-// and such columns agree within 5%. compare_algos.sh groups its band of large sizes.
+// and such columns agreed within 1-9% (512 KiB-8 MiB). compare_algos.sh groups its band
+// of large sizes.
 //
 // Back-to-back calls (the default, as the *_perf tools time them) let a call start on one
 // rank before the previous one has finished on the others, so a pipelined algorithm's

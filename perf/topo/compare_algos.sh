@@ -55,7 +55,7 @@ done
 # after them when one sweep's rounds went through every size. For the same reason the
 # large band is grouped (algo_sweep --grouped: every round of a size, then the next
 # size): spread over 512 KiB-2 MiB, two columns running the same algorithm differed by
-# up to 25% there; grouped, within 5%.
+# up to 25% there; grouped, within 1-9%.
 lo=$(numfmt --from=iec "$min") hi=$(numfmt --from=iec "$max") split=$((64 << 10))
 bands=("$lo $hi")
 [ "$lo" -le "$split" ] && [ "$hi" -gt "$split" ] && bands=("$lo $split" "$((split * 2)) $hi")

@@ -14,12 +14,11 @@
 // Bit-identical results: every slice is summed once inside a host and once across hosts
 // by rings that compute each element at one rank and copy it; the leaders' recursive
 // doubling combines in the same operand order on both sides of every exchange.
+#include <algorithm>
 #include <cstring>
 #include <deque>
 
 #include "algorithms/algorithm.hpp"
-#include "core/config.hpp"
-#include "core/error.hpp"
 #include "algorithms/group_ops.hpp"
 #include "algorithms/patterns/layout.hpp"
 #include "algorithms/ring_stream.hpp"
@@ -31,9 +30,6 @@
 
 namespace coll {
 
-COLL_PARAM(kHierVariant, "COLL_HIER_VARIANT", "auto",
-           "hierarchical all-reduce: 'rings', 'leaders' or 'auto' (the cost model's pick)");
-
 namespace {
 
 // Comm::scratch slots: two per channel, for its two tasks that may overlap.
@@ -41,10 +37,10 @@ constexpr int kIntraSlot = 3, kInterSlot = 4, kInterSlot2 = 5, kIntraSlot2 = 6;
 
 class HierRun {
  public:
-  HierRun(Comm& comm, const OpArgs& a, const patterns::HierLayout& lay, int segments)
-      : comm_(comm), a_(a), lay_(lay), pg_(comm, "all-reduce (hier)"), es_(typeSize(a.dtype)),
-        L_(lay.localSize()), H_(lay.nhosts()), G_(segments), row_(lay.grid[lay.host]),
-        col_(lay.column(lay.local)) {
+  HierRun(Comm& comm, const OpArgs& a, const patterns::HierLayout& lay, int host, int local, int segments)
+      : comm_(comm), a_(a), pg_(comm, "all-reduce (hier)"), es_(typeSize(a.dtype)),
+        L_(static_cast<int>(lay.grid[host].size())), H_(lay.nhosts()), G_(segments), host_(host), local_(local),
+        row_(lay.grid[host]), col_(lay.column(local)) {
     in_ = static_cast<const char*>(a.sendbuf);
     out_ = static_cast<char*>(a.recvbuf);
     seg_ = Blocks::split(a.count, G_);
@@ -135,9 +131,9 @@ class HierRun {
 
   // Local rank i ends with slice i of the segment summed over its host, in recvbuf.
   RingTaskSpec scatterSpec(int seg, int slot) const {
-    RingTaskSpec s = common(row_, lay_.local);
+    RingTaskSpec s = common(row_, local_);
     s.blocks = slices(seg);
-    s.base = modRank(lay_.local - 1, L_);
+    s.base = modRank(local_ - 1, L_);
     s.steps = s.reduceSteps = L_ - 1;
     s.local = in_ + seg_.off(seg) * es_;
     s.firstSrc = s.local + s.blocks.off(s.base) * es_;
@@ -149,10 +145,10 @@ class HierRun {
   // Ring all-reduce of this rank's slice with the same local index on every host.
   RingTaskSpec acrossSpec(int seg, int slot) const {
     Blocks sl = slices(seg);
-    size_t off = (seg_.off(seg) + sl.off(lay_.local)) * es_;
-    RingTaskSpec s = common(col_, lay_.host);
-    s.blocks = Blocks::split(sl.cnt(lay_.local), H_);
-    s.base = lay_.host;
+    size_t off = (seg_.off(seg) + sl.off(local_)) * es_;
+    RingTaskSpec s = common(col_, host_);
+    s.blocks = Blocks::split(sl.cnt(local_), H_);
+    s.base = host_;
     s.steps = 2 * (H_ - 1);
     s.reduceSteps = H_ - 1;
     s.local = (L_ == 1 ? in_ : out_) + off;  // one rank per host: nothing was reduced yet
@@ -164,21 +160,21 @@ class HierRun {
   }
 
   RingTaskSpec gatherSpec(int seg) const {
-    RingTaskSpec s = common(row_, lay_.local);
+    RingTaskSpec s = common(row_, local_);
     s.blocks = slices(seg);
-    s.base = lay_.local;
+    s.base = local_;
     s.steps = L_ - 1;
     s.dst = out_ + seg_.off(seg) * es_;
-    s.firstSrc = s.dst + s.blocks.off(lay_.local) * es_;
+    s.firstSrc = s.dst + s.blocks.off(local_) * es_;
     return s;
   }
 
   Comm& comm_;
   const OpArgs& a_;
-  const patterns::HierLayout& lay_;
   Progress pg_;
   size_t es_;
   int L_, H_, G_;
+  int host_, local_;  // this rank's host and local index
   std::vector<int> row_, col_;
   const char* in_ = nullptr;
   char* out_ = nullptr;
@@ -191,10 +187,10 @@ class HierRun {
 };
 
 // Gather to the leader, recursive doubling among leaders, scatter back.
-void runLeaders(Comm& comm, const OpArgs& a, const patterns::HierLayout& lay) {
+void runLeaders(Comm& comm, const OpArgs& a, const patterns::HierLayout& lay, int host) {
   const size_t es = typeSize(a.dtype), bytes = a.count * es;
-  const std::vector<int>& row = lay.grid[lay.host];
-  const int leader = lay.leaders[lay.host], L = static_cast<int>(row.size());
+  const std::vector<int>& row = lay.grid[host];
+  const int leader = lay.leaders[host], L = static_cast<int>(row.size());
   char* out = static_cast<char*>(a.recvbuf);
   Progress pg(comm, "all-reduce (hier, leaders)");
   std::vector<Xfer> xs;
@@ -243,20 +239,21 @@ class HierAllReduce final : public Algorithm {
   bool supports(const Comm& comm, const OpArgs&) const override { return comm.topology().nhosts() >= 2; }
 
   void run(Comm& comm, const OpArgs& a) const override {
-    patterns::HierLayout lay = patterns::hierLayout(comm.topology(), comm.rank());
-    CostParams params = CostParams::forJob(comm.config(), pipelineChunkBytes(comm), comm.topology());
-    const std::string& variant = comm.config().getStr(kHierVariant);
-    COLL_CHECK_ARG(variant == "auto" || variant == "rings" || variant == "leaders",
-                   "COLL_HIER_VARIANT must be auto, rings or leaders (got '", variant, "')");
+    // The layout and the variant's costs are the communicator's (built once with its
+    // cost model): rebuilding them per call showed in the small-message latency.
+    const CostModel& model = comm.costModel();
+    const HierModel& hm = model.hier();
+    const patterns::HierLayout& lay = hm.layout();
+    const int host = comm.topology().hostOf(comm.rank());
+    const std::vector<int>& row = lay.grid[host];
+    const int local = static_cast<int>(std::find(row.begin(), row.end(), comm.rank()) - row.begin());
+    const size_t bytes = a.count * typeSize(a.dtype);
     // Rings need the same number of ranks on every host; otherwise leaders it is.
-    bool leaders = !lay.uniform || variant == "leaders";
-    if (!leaders && variant == "auto") leaders = HierModel(comm.topology(), params).useLeaders(a.count * typeSize(a.dtype));
-    if (leaders) {
-      runLeaders(comm, a, lay);
+    if (hm.useLeaders(bytes)) {
+      runLeaders(comm, a, lay, host);
       return;
     }
-    int segments = hierSegments(a.count * typeSize(a.dtype), params);
-    HierRun(comm, a, lay, segments).run();
+    HierRun(comm, a, lay, host, local, hierSegments(bytes, model.params())).run();
   }
 };
 

@@ -42,6 +42,9 @@ class Comm {
   const std::vector<PeerInfo>& peers() const { return boot_->peers(); }
   // Hosts, local ranks, leaders, path classes and ring order of this communicator.
   const JobTopo& topology() const { return topo_; }
+  // The cost model the selector prices algorithms with, for algorithms that look up
+  // per-communicator figures of their own (built on first use).
+  const CostModel& costModel() const { return selector_->model(*this); }
   // The interface this rank's inter-host traffic leaves through (empty on a single host).
   const LocalNet& localNet() const { return localNet_; }
   // The topology's ring order (ranks of a host together, NUMA/PCI/NIC locality; the

@@ -10,6 +10,7 @@
 #include "algorithms/patterns/layout.hpp"
 #include "algorithms/patterns/tree.hpp"
 #include "core/config.hpp"
+#include "core/error.hpp"
 
 namespace coll {
 
@@ -22,6 +23,8 @@ COLL_PARAM(kOversubUs, "COLL_TUNE_OVERSUB_US", "3", "cost model: extra microseco
 COLL_PARAM(kReduceGBs, "COLL_TUNE_REDUCE_GBS", "4", "cost model: reduction throughput in GB/s");
 COLL_PARAM(kHierSegment, "COLL_HIER_SEGMENT_BYTES", "4M",
            "hierarchical all-reduce: bytes per segment of its overlapped intra/inter-host phases");
+COLL_PARAM(kHierVariant, "COLL_HIER_VARIANT", "auto",
+           "hierarchical all-reduce: 'rings', 'leaders' or 'auto' (the cost model's pick)");
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -35,6 +38,12 @@ CostParams CostParams::fromConfig(const Config& cfg, size_t chunkBytes) {
   p.reduceGBs = std::max(0.01, cfg.getDouble(kReduceGBs));
   p.chunkBytes = std::max<size_t>(64, chunkBytes);
   p.hierSegmentBytes = std::max<size_t>(4096, cfg.getSize(kHierSegment));
+  const std::string& variant = cfg.getStr(kHierVariant);
+  COLL_CHECK_ARG(variant == "auto" || variant == "rings" || variant == "leaders",
+                 "COLL_HIER_VARIANT must be auto, rings or leaders (got '", variant, "')");
+  p.hierVariant = variant == "rings"     ? CostParams::HierVariant::Rings
+                  : variant == "leaders" ? CostParams::HierVariant::Leaders
+                                         : CostParams::HierVariant::Auto;
   return p;
 }
 
@@ -138,9 +147,9 @@ int hierSegments(size_t bytes, const CostParams& p) {
 
 // ---- hierarchical all-reduce ----
 
-HierModel::HierModel(const JobTopo& job, const CostParams& p) : p_(p) {
+HierModel::HierModel(const JobTopo& job, const CostParams& p) : p_(p), lay_(patterns::hierLayout(job, 0)) {
   const KernelGroups groups = kernelGroups(job);
-  patterns::HierLayout lay = patterns::hierLayout(job, 0);
+  const patterns::HierLayout& lay = lay_;
   hosts_ = lay.nhosts();
   uniform_ = lay.uniform;
   std::vector<std::pair<int, int>> intra, inter, fan;

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "algorithms/patterns/layout.hpp"
 #include "core/op.hpp"
 #include "topology/job.hpp"
 
@@ -43,6 +44,9 @@ struct CostParams {
   double reduceGBs = 4.0;      // reduction throughput of one core
   size_t chunkBytes = 512 << 10;
   size_t hierSegmentBytes = 4 << 20;
+  // COLL_HIER_VARIANT: which of its two variants the hierarchical all-reduce runs.
+  enum class HierVariant { Auto, Rings, Leaders };
+  HierVariant hierVariant = HierVariant::Auto;
   // Ranks share CPUs (forJob: oversubscription > 1): moving bytes and reducing them take
   // the same CPUs, so what the pipelined algorithms overlap (a chunk's transfer with the
   // previous chunk's reduction, the hierarchical intra-host phases with the inter-host
@@ -88,23 +92,31 @@ Hop flowsHop(const JobTopo& job, const std::vector<std::pair<int, int>>& flows, 
 // inter-host phases overlap (shared by the algorithm and its cost).
 int hierSegments(size_t bytes, const CostParams& p);
 
-// The hierarchical all-reduce's view of the job: cheap enough (O(ranks)) for the
-// algorithm to rebuild per call when it chooses between its two variants.
+// The hierarchical all-reduce's view of the job: its layout and the cost of its two
+// variants. Built once per communicator with the cost model (CostModel::hier), where the
+// algorithm looks up its layout and variant per call.
 class HierModel {
  public:
   HierModel(const JobTopo& job, const CostParams& p);
   bool usable() const { return hosts_ >= 2; }
   bool uniform() const { return uniform_; }
+  // The hosts as a grid and their leaders; its host and local index describe rank 0.
+  const patterns::HierLayout& layout() const { return lay_; }
   // Intra-host reduce-scatter, one ring per local index across hosts, intra-host all-gather.
   double ringsUs(size_t bytes) const;
   // Reduce to each host's leader, recursive doubling among leaders, broadcast back.
   double leadersUs(size_t bytes) const;
-  // What the algorithm runs: the leader variant when cheaper or when hosts differ in size.
-  bool useLeaders(size_t bytes) const { return !uniform_ || leadersUs(bytes) <= ringsUs(bytes); }
+  // What the algorithm runs: the leader variant when hosts differ in size, when
+  // COLL_HIER_VARIANT asks for it, or (auto) when it is the cheaper one.
+  bool useLeaders(size_t bytes) const {
+    if (!uniform_ || p_.hierVariant == CostParams::HierVariant::Leaders) return true;
+    return p_.hierVariant == CostParams::HierVariant::Auto && leadersUs(bytes) <= ringsUs(bytes);
+  }
   double bestUs(size_t bytes) const { return useLeaders(bytes) ? leadersUs(bytes) : ringsUs(bytes); }
 
  private:
   CostParams p_;
+  patterns::HierLayout lay_;
   int hosts_ = 0;
   int local_ = 1;  // largest host
   bool uniform_ = true;
@@ -120,6 +132,7 @@ class CostModel {
   // scatter output, all-to-all per peer). Infinity for an algorithm the model does not know.
   double estimate(OpKind kind, const std::string& algo, size_t bytes) const;
   const CostParams& params() const { return p_; }
+  const HierModel& hier() const { return hier_; }
 
  private:
   double allReduce(const std::string& algo, double s) const;

@@ -36,11 +36,13 @@ class Selector {
   const Algorithm& select(const Comm& comm, const OpArgs& args) const;
   // Every algorithm that supports the call, in table order, with the model's estimate.
   std::vector<Candidate> candidates(const Comm& comm, const OpArgs& args) const;
+  // The communicator's cost model, built on first use (the communicator's topology does
+  // not exist yet when it makes its selector). Throws collInvalidArgument for a tunable
+  // it cannot parse.
+  const CostModel& model(const Comm& comm) const;
 
  private:
   const Algorithm* byName(OpKind kind, const std::string& name) const;
-  // Built on first use: the communicator's topology does not exist yet when it makes us.
-  const CostModel& model(const Comm& comm) const;
 
   std::map<OpKind, const Algorithm*> forced_;
   // Recent decisions by call shape (the model's answer depends only on it), so that a

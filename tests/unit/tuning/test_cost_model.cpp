@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "core/error.hpp"
 #include "topology/job.hpp"
 #include "tuning/cost_model.hpp"
 
@@ -173,6 +174,46 @@ TEST(CostModel, SegmentsAndParams) {
   EXPECT_DOUBLE_EQ(q.msgUs, 3.5);
   EXPECT_EQ(q.chunkBytes, 4096u);
   EXPECT_EQ(q.hierSegmentBytes, size_t(1) << 20);
+  EXPECT_EQ(q.hierVariant, CostParams::HierVariant::Auto);
+}
+
+TEST(CostModel, HierVariantFromConfig) {
+  JobTopo job = makeJob({"A", "A", "B", "B"});
+  Config cfg = Config::fromEnv();
+  // The model's own pick at either end (see LargeAllReduceAcrossHostsIsHierarchical),
+  // overridden both ways by COLL_HIER_VARIANT.
+  cfg.set("COLL_HIER_VARIANT", "rings");
+  CostParams rings = CostParams::fromConfig(cfg, 512 << 10);
+  EXPECT_EQ(rings.hierVariant, CostParams::HierVariant::Rings);
+  EXPECT_FALSE(HierModel(job, rings).useLeaders(8));
+  EXPECT_DOUBLE_EQ(HierModel(job, rings).bestUs(8), HierModel(job, rings).ringsUs(8));
+  cfg.set("COLL_HIER_VARIANT", "leaders");
+  CostParams leaders = CostParams::fromConfig(cfg, 512 << 10);
+  EXPECT_TRUE(HierModel(job, leaders).useLeaders(64 << 20));
+  // Uneven hosts have only the leader variant, whatever is asked.
+  EXPECT_TRUE(HierModel(makeJob({"A", "A", "B"}), rings).useLeaders(64 << 20));
+  cfg.set("COLL_HIER_VARIANT", "ring");
+  try {
+    CostParams::fromConfig(cfg, 512 << 10);
+    ADD_FAILURE() << "COLL_HIER_VARIANT=ring was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), collInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("COLL_HIER_VARIANT must be auto, rings or leaders (got 'ring')"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(CostModel, HierLayoutIsTheJobsGrid) {
+  // Hosts interleaved in rank order: the grid follows the hosts, leaders one per host.
+  JobTopo job = makeJob({"A", "B", "A", "B"});
+  const HierModel hm(job, CostParams{});
+  const patterns::HierLayout& lay = hm.layout();
+  ASSERT_EQ(lay.nhosts(), 2);
+  EXPECT_EQ(lay.grid[job.hostOf(0)], (std::vector<int>{0, 2}));
+  EXPECT_EQ(lay.grid[job.hostOf(1)], (std::vector<int>{1, 3}));
+  EXPECT_EQ(lay.leaders, job.leaders());
+  EXPECT_TRUE(lay.uniform);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "algorithms/patterns/layout.hpp"
 #include "core/comm.hpp"
 #include "core/types.hpp"
+#include "tuning/cost_model.hpp"
 
 namespace coll {
 namespace {
@@ -31,7 +32,7 @@ class RdAllGather final : public Algorithm {
       if (a.sendbuf != own) memcpy(own, a.sendbuf, blk);
       return;
     }
-    patterns::RingLayout ring = patterns::ringLayout(comm.topology());
+    const patterns::RingLayout& ring = comm.costModel().ring();
     const int me = ring.pos[comm.rank()];
     // tmp block j holds the block of ring position me + j.
     char* tmp = static_cast<char*>(comm.scratch(static_cast<size_t>(n) * blk, 3));

@@ -20,6 +20,7 @@
 #include "core/comm.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
+#include "tuning/cost_model.hpp"
 
 namespace coll {
 namespace {
@@ -40,7 +41,7 @@ class HdAllReduce final : public Algorithm {
       if (src != out) memcpy(out, src, bytes);
       return;
     }
-    patterns::RingLayout ring = patterns::ringLayout(comm.topology());
+    const patterns::RingLayout& ring = comm.costModel().ring();
     const int me = ring.pos[comm.rank()];
     const patterns::HdRole role = patterns::hdRole(n, me);
     char* tmp = static_cast<char*>(comm.scratch(bytes, 3));

@@ -23,6 +23,7 @@
 #include "core/comm.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
+#include "tuning/cost_model.hpp"
 
 namespace coll {
 namespace {
@@ -59,7 +60,7 @@ class TreeRun {
     es_ = typeSize(a.dtype);
     ce_ = std::max<size_t>(1, pipelineChunkBytes(comm) / es_);
     depth_ = static_cast<size_t>(pipelineDepth(comm));
-    patterns::RingLayout ring = patterns::ringLayout(comm.topology());
+    const patterns::RingLayout& ring = comm.costModel().ring();
     const int me = ring.pos[comm.rank()];
     stageDepth_ = depth_ + patterns::treeHeightBound(n_);
     Blocks halves = Blocks::split(a.count, 2);

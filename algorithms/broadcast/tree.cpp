@@ -12,6 +12,7 @@
 #include "algorithms/ring_stream.hpp"
 #include "core/comm.hpp"
 #include "core/types.hpp"
+#include "tuning/cost_model.hpp"
 
 namespace coll {
 namespace {
@@ -29,7 +30,7 @@ class TreeBroadcast final : public Algorithm {
     char* out = static_cast<char*>(a.recvbuf);
     if (comm.rank() == a.root && a.sendbuf != a.recvbuf) memcpy(out, a.sendbuf, bytes);
     if (n == 1) return;
-    patterns::RingLayout ring = patterns::ringLayout(comm.topology());
+    const patterns::RingLayout& ring = comm.costModel().ring();
     const patterns::TreeNode node = patterns::rootedTreeNode(n, ring.pos[a.root], ring.pos[comm.rank()]);
     const size_t chunk = pipelineChunkBytes(comm), depth = static_cast<size_t>(pipelineDepth(comm));
     const size_t nchunks = (bytes + chunk - 1) / chunk;

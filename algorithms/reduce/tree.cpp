@@ -12,6 +12,7 @@
 #include "core/comm.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
+#include "tuning/cost_model.hpp"
 
 namespace coll {
 namespace {
@@ -31,7 +32,7 @@ class TreeReduce final : public Algorithm {
       if (a.sendbuf != a.recvbuf) memcpy(a.recvbuf, a.sendbuf, a.count * es);
       return;
     }
-    patterns::RingLayout ring = patterns::ringLayout(comm.topology());
+    const patterns::RingLayout& ring = comm.costModel().ring();
     const patterns::TreeNode node = patterns::rootedTreeNode(n, ring.pos[a.root], ring.pos[comm.rank()]);
     const bool isRoot = node.parent < 0;
     const int kids = node.numChildren();

@@ -254,7 +254,9 @@ std::vector<Hop> hdHops(const JobTopo& job, const std::vector<int>& order, const
 CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nranks()), hier_(job, p) {
   const KernelGroups groups = kernelGroups(job);
   const int n = n_;
-  patterns::RingLayout ring = patterns::ringLayout(job), ident = patterns::identityLayout(n);
+  ring_ = patterns::ringLayout(job);
+  const patterns::RingLayout& ring = ring_;
+  const patterns::RingLayout ident = patterns::identityLayout(n);
   ringRank_ = flowsHop(job, ringFlows(ident.order), p_.netMsgUs, &groups);
   // Recursive doubling in rank order, as algorithms/allreduce/rd.cpp runs it.
   const int p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));

@@ -133,6 +133,9 @@ class CostModel {
   double estimate(OpKind kind, const std::string& algo, size_t bytes) const;
   const CostParams& params() const { return p_; }
   const HierModel& hier() const { return hier_; }
+  // The topology's ring order (patterns::ringLayout), which the ring-order algorithms
+  // look up per call.
+  const patterns::RingLayout& ring() const { return ring_; }
 
  private:
   double allReduce(const std::string& algo, double s) const;
@@ -144,6 +147,7 @@ class CostModel {
 
   CostParams p_;
   int n_ = 1;
+  patterns::RingLayout ring_;
   Hop ringRank_;                 // rank-order ring (ring, chain algorithms)
   std::vector<Hop> rdRounds_;    // rank-order recursive doubling: fold, rounds, fold back
   std::vector<Hop> hdSteps_;     // ring-order halving steps (mask 1, 2, ...)

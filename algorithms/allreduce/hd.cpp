@@ -9,6 +9,7 @@
 //
 // Bit-identical results: after the halving every element has been reduced by exactly one
 // rank; the doubling and the final fold only copy.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "algorithms/group_ops.hpp"
 #include "algorithms/patterns/hd.hpp"
 #include "algorithms/patterns/layout.hpp"
+#include "algorithms/ring_stream.hpp"
 #include "core/comm.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
@@ -46,6 +48,7 @@ class HdAllReduce final : public Algorithm {
     const patterns::HdRole role = patterns::hdRole(n, me);
     char* tmp = static_cast<char*>(comm.scratch(bytes, 3));
     Progress pg(comm, "all-reduce (hd)");
+    const size_t chunkElems = std::max<size_t>(1, pipelineChunkBytes(comm) / es);
     std::vector<Xfer> xs(2);
     // Sends `sbytes` from `from` and receives `rbytes` into `into` with one peer at once;
     // empty directions are skipped on both sides alike.
@@ -56,6 +59,36 @@ class HdAllReduce final : public Algorithm {
       else xs[0].complete = true;
       if (sbytes) pg.send(peer, from, sbytes, &xs[1]);
       else xs[1].complete = true;
+      waitXfers(pg, xs);
+    };
+    // One halving step: give `giveCnt` elements to the peer (virtual rank pv), and reduce
+    // the `keepCnt` it sends into mine, as out = mine (+) theirs. Both directions move in
+    // pipeline chunks, and each chunk that arrives is reduced while later ones are still on
+    // their way: it is still in cache from the copy that received it, where a whole half
+    // of a few MiB is not (with a busy neighbour on the shared cache, halves of 1-2 MiB took
+    // 10-30% longer in one piece).
+    auto halve = [&](int peer, int pv, const char* give, size_t giveCnt, const char* mine, char* dst,
+                     size_t keepCnt) {
+      const size_t pieces = std::max({size_t(1), (keepCnt + chunkElems - 1) / chunkElems,
+                                      (giveCnt + chunkElems - 1) / chunkElems});
+      const Blocks keepAt = Blocks::split(keepCnt, static_cast<int>(pieces));
+      const Blocks giveAt = Blocks::split(giveCnt, static_cast<int>(pieces));
+      xs.assign(2 * pieces, Xfer{});
+      for (size_t c = 0; c < pieces; ++c) {
+        const int i = static_cast<int>(c);
+        if (keepAt.cnt(i)) pg.recv(peer, tmp + keepAt.off(i) * es, keepAt.cnt(i) * es, &xs[2 * c]);
+        else xs[2 * c].complete = true;
+        if (giveAt.cnt(i)) pg.send(peer, give + giveAt.off(i) * es, giveAt.cnt(i) * es, &xs[2 * c + 1]);
+        else xs[2 * c + 1].complete = true;
+      }
+      for (size_t c = 0; c < pieces; ++c) {
+        const int i = static_cast<int>(c);
+        pg.waitUntil([&] { return xs[2 * c].complete; });
+        const size_t off = keepAt.off(i) * es;
+        // Lower virtual rank's operand first: the same order the partner would use.
+        if (role.vrank < pv) reduceBuffers(dst + off, mine + off, tmp + off, keepAt.cnt(i), a.dtype, a.op);
+        else reduceBuffers(dst + off, tmp + off, mine + off, keepAt.cnt(i), a.dtype, a.op);
+      }
       waitXfers(pg, xs);
     };
     if (role.vrank < 0) {  // fold in, then wait for the whole result
@@ -77,10 +110,7 @@ class HdAllReduce final : public Algorithm {
       const int pv = role.vrank ^ (1 << s), peerPos = patterns::hdPosOfVrank(n, pv);
       auto [keepOff, keepCnt] = span(patterns::hdRangeAfter(role.p2, role.vrank, s + 1));
       auto [giveOff, giveCnt] = span(patterns::hdRangeAfter(role.p2, pv, s + 1));
-      exchange(peerPos, src + giveOff * es, giveCnt * es, tmp, keepCnt * es);
-      // Lower virtual rank's operand first: the same order the partner would use.
-      if (role.vrank < pv) reduceBuffers(out + keepOff * es, src + keepOff * es, tmp, keepCnt, a.dtype, a.op);
-      else reduceBuffers(out + keepOff * es, tmp, src + keepOff * es, keepCnt, a.dtype, a.op);
+      halve(ring.order[peerPos], pv, src + giveOff * es, giveCnt, src + keepOff * es, out + keepOff * es, keepCnt);
       src = out;
     }
     if (a.op == collAvg) {

@@ -329,7 +329,9 @@ double CostModel::allReduce(const std::string& algo, double s) const {
     double b = s;
     for (const Hop& h : hdSteps_) {
       b /= 2;
-      t += 2 * (h.time(b) + o) + reduceUs(b);  // the halving step and its doubling twin
+      // The halving step moves and reduces in pipeline chunks, the reduction of one
+      // overlapping the transfer of the next; its doubling twin moves the bytes in one message.
+      t += h.latUs + chunksOf(b) * o + p_.overlap(h.wire(b), reduceUs(b)) + h.time(b) + o;
     }
     return t;
   }

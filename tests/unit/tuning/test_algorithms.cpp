@@ -1,7 +1,8 @@
 // Every algorithm, forced with COLL_ALGO, against the reference for every data type and
 // operation, in place and out of place (alternately), for 2 to 8 ranks (threads, shared
-// memory), with all-reduce results compared bit for bit across ranks. One variant uses
-// tiny pipeline chunks so the pipelined trees run many chunks deep even on small buffers.
+// memory), with all-reduce results compared bit for bit across ranks. Two variants use
+// tiny pipeline chunks, so that even small buffers run the pipelined trees many chunks
+// deep and split hd's halving steps into many pieces.
 #include <gtest/gtest.h>
 
 #include <mutex>
@@ -25,6 +26,8 @@ struct Variant {
 
 const Variant kVariants[] = {
     {"hd", "allreduce:hd,broadcast:tree,reduce:tree,allgather:rd,reducescatter:hd", nullptr, nullptr},
+    // Halving steps in many pipeline chunks for every type and op.
+    {"hdchunks", "allreduce:hd", "256", nullptr},
     {"tree", "allreduce:tree,broadcast:tree,reduce:tree,allgather:rd,reducescatter:hd", "256", "2"},
     {"auto", "", nullptr, nullptr},
 };
@@ -171,7 +174,7 @@ TEST_P(Algorithms, MatchTheReference) {
   for (int r = 1; r < n; ++r) EXPECT_TRUE(hashes[r] == hashes[0]) << "all-reduce bits of rank " << r << " differ";
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, Algorithms, ::testing::Combine(::testing::Range(2, 9), ::testing::Range(0, 3)),
+INSTANTIATE_TEST_SUITE_P(Ranks, Algorithms, ::testing::Combine(::testing::Range(2, 9), ::testing::Range(0, 4)),
                          [](const auto& info) {
                            return std::string(kVariants[std::get<1>(info.param)].name) + "_" +
                                   std::to_string(std::get<0>(info.param));

@@ -326,7 +326,9 @@ TEST(CostModel, EightRanksOnTwoCpusSwitchToHalvingDoubling) {
 // is fast enough for the CPUs to be the bottleneck, halving-doubling costs about what the
 // hierarchical algorithm does (measured side by side by perf/topo/algo_sweep, the two
 // trade places within 10% from 1 MiB up), while with CPUs to spare the hierarchical one
-// wins. Time a slow link keeps the bytes in flight is still free for the
+// wins once its segments overlap the intra-host phases with the inter-host one (above
+// COLL_HIER_SEGMENT_BYTES; at 1 MiB the two move the same bytes the same way, both
+// pipelined). Time a slow link keeps the bytes in flight is still free for the
 // intra-host phases, so across a slow network large sizes stay hierarchical.
 TEST(CostModel, SharedCpusAddUpWhatPipelinesOverlap) {
   LinkTable fastNet = LinkTable::defaults();
@@ -349,7 +351,8 @@ TEST(CostModel, SharedCpusAddUpWhatPipelinesOverlap) {
   for (size_t s : {size_t{1} << 20, size_t{16} << 20, size_t{256} << 20}) {
     EXPECT_LE(est(msFast, "hd", s), 1.1 * est(msFast, "hier", s)) << s;
     EXPECT_LE(est(msFast, "hier", s), 1.1 * est(msFast, "hd", s)) << s;
-    EXPECT_LT(est(mf, "hier", s), est(mf, "hd", s)) << s;
+    if (s > ps.hierSegmentBytes) EXPECT_LT(est(mf, "hier", s), est(mf, "hd", s)) << s;
+    else EXPECT_LE(est(mf, "hier", s), 1.1 * est(mf, "hd", s)) << s;
     // Nothing is cheaper for sharing the CPUs.
     for (const char* a : {"ring", "tree", "hier"})
       EXPECT_GE(est(ms, a, s), est(CostModel(shared, pf), a, s) - 1e-9) << a << " " << s;

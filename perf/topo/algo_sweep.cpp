@@ -1,7 +1,7 @@
 // algo_sweep: float32 sum all-reduce time per size for several algorithms in ONE job.
 //
 //   algo_sweep [--algos auto,ring,tree,hd,rd,hier] [-b 8] [-e 256M] [-r 5] [--target-ms 20]
-//              [--per-call N] [--grouped]
+//              [--per-call N] [--grouped] [--samples]
 //
 // One process is one rank (collCommInitFromEnv). For every algorithm the tool makes its
 // own communicator over the same ranks (collCommSplit with COLL_ALGO=allreduce:NAME set
@@ -35,7 +35,11 @@
 // clock: the simulated hosts of network namespaces); ranks on different machines are
 // refused (their /proc/sys/kernel/random/boot_id differ).
 //
-// Rank 0 prints "# bytes ALGO..." and one row of times (us) per size.
+// Rank 0 prints "# bytes ALGO..." and one row of times (us) per size. --samples adds, after
+// each row, one line per algorithm: "#samples BYTES ALGO t1 t2 ...", its times in the
+// order they were taken (round 1, 2, ...), so that a script can compare two algorithms
+// round by round (measured within a fraction of a second of each other) instead of by
+// medians taken over the whole run.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -64,11 +68,12 @@ struct Args {
   double targetMs = 20;
   int perCall = 0;  // > 0: median of this many single calls from a common start
   bool grouped = false;  // every round of a size before the next size
+  bool samples = false;  // also print every measurement
 };
 
 const char* kUsage =
     "usage: algo_sweep [--algos auto,ring,tree,hd,rd,hier] [-b MIN] [-e MAX] [-r REPEATS] [--target-ms MS]\n"
-    "                  [--per-call N] [--grouped]\n";
+    "                  [--per-call N] [--grouped] [--samples]\n";
 
 size_t parseBytes(const std::string& s) {
   char* end = nullptr;
@@ -106,6 +111,7 @@ Args parseArgs(int argc, char** argv) {
     else if (o == "--target-ms") a.targetMs = std::atof(val().c_str());
     else if (o == "--per-call") a.perCall = std::atoi(val().c_str());
     else if (o == "--grouped") a.grouped = true;
+    else if (o == "--samples") a.samples = true;
     else throw std::invalid_argument("unknown argument '" + o + "'");
   }
   if (a.algos.empty() || a.repeats < 1 || a.targetMs <= 0 || a.minBytes > a.maxBytes || a.perCall < 0 ||
@@ -223,6 +229,11 @@ class Sweep {
     std::printf("%12zu", bytes);
     for (const auto& s : samples) std::printf(" %10.1f", median(s));
     std::printf("\n");
+    for (size_t j = 0; a_.samples && j < samples.size(); ++j) {
+      std::printf("#samples %zu %s", bytes, a_.algos[j].c_str());
+      for (double t : samples[j]) std::printf(" %.1f", t);
+      std::printf("\n");
+    }
     std::fflush(stdout);
   }
 

@@ -1,6 +1,7 @@
 #include "tools/algo_report.hpp"
 
 #include <cstdio>
+#include <vector>
 
 #include "core/comm.hpp"
 #include "core/handles.hpp"
@@ -41,17 +42,21 @@ void printAlgorithmChoices(std::ostream& os, collComm_t handle, const std::vecto
   }
   // What the choice rests on for the all-reduce: every algorithm's estimate.
   os << "all-reduce cost estimates (us; '-' where the algorithm does not apply):\n";
+  std::vector<std::vector<Candidate>> ranked;  // per count: every supported algorithm's estimate
+  for (size_t c : counts) {
+    OpArgs args;
+    args.kind = OpKind::AllReduce;
+    args.count = c;
+    args.dtype = collFloat32;
+    ranked.push_back(selector.candidates(comm, args));
+  }
   for (const Algorithm* a : algorithmTable()) {
     if (a->kind() != OpKind::AllReduce) continue;
     snprintf(buf, sizeof buf, "  %-14s", a->name());
     os << buf;
-    for (size_t c : counts) {
-      OpArgs args;
-      args.kind = OpKind::AllReduce;
-      args.count = c;
-      args.dtype = collFloat32;
+    for (const auto& cands : ranked) {
       double us = -1;
-      for (const Candidate& cand : selector.candidates(comm, args))
+      for (const Candidate& cand : cands)
         if (cand.algo == a) us = cand.costUs;
       if (us >= 0) snprintf(buf, sizeof buf, " %10.1f", us);
       else snprintf(buf, sizeof buf, " %10s", "-");

@@ -27,7 +27,7 @@
 # within 2%. For reference: the ratio of the two medians ("medians") and of the picked
 # algorithm's own forced median to the best one ("pick/best").
 here=$(cd "$(dirname "$0")" && pwd)
-build=${1:?usage: compare_algos.sh BUILD_DIR [--rate R] [--delay D] [-b MIN] [-e MAX] [-n ITERS]}
+build=${1:?usage: compare_algos.sh BUILD_DIR [--rate R] [--delay D] [-b MIN] [-e MAX] [-r REPEATS] [--bind-to core|none]}
 shift
 source "$here/topo_lib.sh"
 shape=() min=8 max=256M repeats=5

@@ -18,6 +18,13 @@ void printAlgorithmChoices(std::ostream& os, collComm_t handle, const std::vecto
   // all-to-all), from one element to 256 Mi elements.
   const std::vector<size_t> counts =
       wanted.empty() ? std::vector<size_t>{1, 256, 8192, 65536, 1 << 20, 16 << 20, 256 << 20} : wanted;
+  auto float32Args = [](OpKind kind, size_t count) {
+    OpArgs args;
+    args.kind = kind;
+    args.count = count;
+    args.dtype = collFloat32;
+    return args;
+  };
   char buf[64];
   os << "algorithm selection (" << comm.nranks() << " ranks, float32; count as the C API takes it):\n";
   snprintf(buf, sizeof buf, "  %-14s", "count");
@@ -31,11 +38,7 @@ void printAlgorithmChoices(std::ostream& os, collComm_t handle, const std::vecto
     snprintf(buf, sizeof buf, "  %-14s", opKindName(k));
     os << buf;
     for (size_t c : counts) {
-      OpArgs args;
-      args.kind = k;
-      args.count = c;
-      args.dtype = collFloat32;
-      snprintf(buf, sizeof buf, " %10s", selector.select(comm, args).name());
+      snprintf(buf, sizeof buf, " %10s", selector.select(comm, float32Args(k, c)).name());
       os << buf;
     }
     os << "\n";
@@ -43,13 +46,7 @@ void printAlgorithmChoices(std::ostream& os, collComm_t handle, const std::vecto
   // What the choice rests on for the all-reduce: every algorithm's estimate.
   os << "all-reduce cost estimates (us; '-' where the algorithm does not apply):\n";
   std::vector<std::vector<Candidate>> ranked;  // per count: every supported algorithm's estimate
-  for (size_t c : counts) {
-    OpArgs args;
-    args.kind = OpKind::AllReduce;
-    args.count = c;
-    args.dtype = collFloat32;
-    ranked.push_back(selector.candidates(comm, args));
-  }
+  for (size_t c : counts) ranked.push_back(selector.candidates(comm, float32Args(OpKind::AllReduce, c)));
   for (const Algorithm* a : algorithmTable()) {
     if (a->kind() != OpKind::AllReduce) continue;
     snprintf(buf, sizeof buf, "  %-14s", a->name());

@@ -1,11 +1,15 @@
-// Pipelined chain broadcast: root -> root+1 -> ... -> root-1. Every link carries the
-// buffer once and chunks flow concurrently along the chain, so for large buffers the
-// time approaches one buffer transfer whatever the number of ranks.
+// Pipelined chain broadcast along the topology's ring order, starting at the root: every
+// link carries the buffer once and chunks flow concurrently along the chain, so for large
+// buffers the time approaches one buffer transfer whatever the number of ranks. The ring
+// order keeps a host's ranks together, so the chain crosses the network once per host
+// even when a launcher interleaves ranks across hosts.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/patterns/layout.hpp"
+#include "tuning/cost_model.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "core/types.hpp"
 
@@ -20,10 +24,11 @@ class ChainBroadcast final : public Algorithm {
   bool supports(const Comm&, const OpArgs&) const override { return true; }
 
   void run(Comm& comm, const OpArgs& a) const override {
-    const int n = comm.nranks(), r = comm.rank();
+    const int n = comm.nranks();
     const size_t bytes = a.count * typeSize(a.dtype);
     char* out = static_cast<char*>(a.recvbuf);
-    const int pos = modRank(r - a.root, n);
+    const patterns::RingLayout& ring = comm.costModel().ring();
+    const int me = ring.pos[comm.rank()], pos = modRank(me - ring.pos[a.root], n);
     // Out of place, the root sends from its send buffer and copies that into its own
     // receive buffer chunk by chunk in between, while the next rank pulls.
     const bool rootCopy = pos == 0 && a.sendbuf != a.recvbuf;
@@ -34,7 +39,7 @@ class ChainBroadcast final : public Algorithm {
     const size_t depth = static_cast<size_t>(pipelineDepth(comm));
     const size_t nchunks = (bytes + chunk - 1) / chunk;
     const bool sends = pos != n - 1, recvs = pos != 0;
-    const int next = (r + 1) % n, prev = modRank(r - 1, n);
+    const int next = ring.next(me), prev = ring.prev(me);
     std::vector<Xfer> sx(depth), rx(depth);
     size_t sPosted = 0, sDone = 0, rPosted = 0, rDone = 0, copied = rootCopy ? 0 : nchunks;
     const size_t sTotal = sends ? nchunks : 0, rTotal = recvs ? nchunks : 0;

@@ -1,10 +1,14 @@
-// Pipelined chain reduce: root+1 -> root+2 -> ... -> root. Each rank adds its own
-// contribution to every chunk passing through, so each link carries the buffer once.
+// Pipelined chain reduce along the topology's ring order, from the rank after the root
+// around to the root. Each rank adds its own contribution to every chunk passing through,
+// so each link carries the buffer once; the ring order keeps a host's ranks together, so
+// the chain crosses the network once per host whatever order the launcher gave the ranks.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/patterns/layout.hpp"
+#include "tuning/cost_model.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
@@ -20,19 +24,21 @@ class ChainReduce final : public Algorithm {
   bool supports(const Comm&, const OpArgs&) const override { return true; }
 
   void run(Comm& comm, const OpArgs& a) const override {
-    const int n = comm.nranks(), r = comm.rank();
+    const int n = comm.nranks();
     const size_t es = typeSize(a.dtype);
     const char* in = static_cast<const char*>(a.sendbuf);
     if (n == 1) {
       if (a.sendbuf != a.recvbuf) memcpy(a.recvbuf, a.sendbuf, a.count * es);
       return;
     }
-    const int pos = modRank(r - a.root - 1, n);  // 0 starts the chain, n-1 is the root
+    const patterns::RingLayout& ring = comm.costModel().ring();
+    const int me = ring.pos[comm.rank()];
+    const int pos = modRank(me - ring.pos[a.root] - 1, n);  // 0 starts the chain, n-1 is the root
     const bool first = pos == 0, isRoot = pos == n - 1;
     const size_t chunkElems = std::max<size_t>(1, pipelineChunkBytes(comm) / es);
     const size_t depth = static_cast<size_t>(pipelineDepth(comm));
     const size_t nchunks = (a.count + chunkElems - 1) / chunkElems;
-    const int next = (r + 1) % n, prev = modRank(r - 1, n);
+    const int next = ring.next(me), prev = ring.prev(me);
     // As in the ring (ring_stream.cpp): a link that reduces while receiving lands each
     // chunk as its sum with our contribution, where the staged path would reduce it later.
     Progress pg(comm, "reduce (chain)");

@@ -257,7 +257,10 @@ CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nr
   ring_ = patterns::ringLayout(job);
   const patterns::RingLayout& ring = ring_;
   const patterns::RingLayout ident = patterns::identityLayout(n);
+  ringHop_ = flowsHop(job, ringFlows(ring.order), p_.netMsgUs, &groups);
   ringRank_ = flowsHop(job, ringFlows(ident.order), p_.netMsgUs, &groups);
+  for (int i = 0; i + 1 < n; ++i)
+    chainHops_.push_back(flowsHop(job, {{ring.order[i], ring.order[i + 1]}}, p_.netMsgUs, &groups));
   // Recursive doubling in rank order, as algorithms/allreduce/rd.cpp runs it.
   const int p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
   std::vector<std::pair<int, int>> fold;
@@ -279,9 +282,27 @@ CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nr
       patterns::TreeNode node = patterns::dtreeNode(n, t, pos);
       if (node.parent >= 0) treeEdges.push_back({ring.order[pos], ring.order[node.parent]});
     }
+  // The rooted tree's edges, and each root-to-leaf path edge by edge (a parent's flows to
+  // its two children share its link).
+  std::vector<patterns::TreeNode> nodes;
+  std::vector<Hop> fromParent;
+  for (int pos = 0; pos < n; ++pos) nodes.push_back(patterns::rootedTreeNode(n, 0, pos));
   for (int pos = 0; pos < n; ++pos) {
-    patterns::TreeNode node = patterns::rootedTreeNode(n, 0, pos);
-    if (node.parent >= 0) rootedEdges.push_back({ring.order[node.parent], ring.order[pos]});
+    std::vector<std::pair<int, int>> kids;
+    for (int c : nodes[pos].children)
+      if (c >= 0) kids.push_back({ring.order[pos], ring.order[c]});
+    rootedEdges.insert(rootedEdges.end(), kids.begin(), kids.end());
+    fromParent.push_back(flowsHop(job, kids, p_.netMsgUs, &groups));
+  }
+  for (const patterns::TreeNode& leaf : nodes) {
+    if (leaf.numChildren() > 0 || leaf.parent < 0) continue;
+    TreePath path;
+    for (const patterns::TreeNode* v = &leaf; v->parent >= 0; v = &nodes[v->parent]) {
+      path.latUs += fromParent[v->parent].latUs;
+      path.usPerByte += fromParent[v->parent].wire(1);
+      ++path.edges;
+    }
+    rootedPaths_.push_back(path);
   }
   tree_ = flowsHop(job, treeEdges, p_.netMsgUs, &groups);
   rootedTree_ = flowsHop(job, rootedEdges, p_.netMsgUs, &groups);
@@ -316,8 +337,8 @@ double CostModel::allReduce(const std::string& algo, double s) const {
   if (algo == "ring") {
     // Pipelined: the reduction of one chunk overlaps the transfer of the next.
     double blk = s / n;
-    return 2 * (n - 1) * (ringRank_.latUs + chunksOf(blk) * o) +
-           p_.overlap(2 * (n - 1) * ringRank_.wire(blk), (n - 1) * reduceUs(blk));
+    return 2 * (n - 1) * (ringHop_.latUs + chunksOf(blk) * o) +
+           p_.overlap(2 * (n - 1) * ringHop_.wire(blk), (n - 1) * reduceUs(blk));
   }
   if (algo == "rd") {
     double t = 0;
@@ -345,20 +366,32 @@ double CostModel::allReduce(const std::string& algo, double s) const {
 }
 
 double CostModel::rooted(OpKind kind, const std::string& algo, double s) const {
-  const double n = n_, o = p_.msgUs, c = std::min<double>(p_.chunkBytes, s);
+  const double o = p_.msgUs, c = std::min<double>(p_.chunkBytes, s);
   const double k = chunksOf(s), red = kind == OpKind::Reduce ? reduceUs(c) : 0;
-  if (algo == "chain") return (n - 1) * ringRank_.latUs + (n - 2 + k) * (o + p_.overlap(ringRank_.wire(c), red));
-  if (algo == "tree")
-    return treeDepth_ * (rootedTree_.latUs + o + rootedTree_.wire(c) + 2 * red) +
-           (k - 1) * 2 * (o + p_.overlap(rootedTree_.wire(c), red));
+  if (algo == "chain") {
+    // The first chunk crosses every edge in turn, each at its own speed (intra-host edges
+    // are fast even where the network is slow); the others follow one per slowest edge.
+    double fill = 0;
+    for (const Hop& h : chainHops_) fill += h.latUs + o + p_.overlap(h.wire(c), red);
+    return fill + (k - 1) * (o + p_.overlap(ringHop_.wire(c), red));
+  }
+  if (algo == "tree") {
+    // The first chunk's slowest way from the root to a leaf (or back up), edge by edge;
+    // the others follow one per slowest edge, each parent serving two children.
+    double fill = 0;
+    for (const TreePath& w : rootedPaths_) fill = std::max(fill, w.latUs + w.usPerByte * c + w.edges * (o + 2 * red));
+    return fill + (k - 1) * 2 * (o + p_.overlap(rootedTree_.wire(c), red));
+  }
   return kInf;
 }
 
 double CostModel::gatherScatter(OpKind kind, const std::string& algo, double blk) const {
   const double n = n_, o = p_.msgUs;
   const double red = kind == OpKind::ReduceScatter ? reduceUs(blk) : 0;
-  if (algo == "ring" || algo == "pairwise")
-    return (n - 1) * (ringRank_.latUs + chunksOf(blk) * o + p_.overlap(ringRank_.wire(blk), red));
+  if (algo == "ring" || algo == "pairwise") {
+    const Hop& h = algo == "ring" ? ringHop_ : ringRank_;
+    return (n - 1) * (h.latUs + chunksOf(blk) * o + p_.overlap(h.wire(blk), red));
+  }
   if (kind == OpKind::AllGather && algo == "rd") {
     double t = n * blk / (p_.reduceGBs * 1e3), have = 1;
     for (const Hop& h : bruckSteps_) {

@@ -148,13 +148,21 @@ class CostModel {
   CostParams p_;
   int n_ = 1;
   patterns::RingLayout ring_;
-  Hop ringRank_;                 // rank-order ring (ring, chain algorithms)
+  Hop ringHop_;                  // ring-order ring (ring and chain algorithms follow it)
+  Hop ringRank_;                 // rank-order ring (pairwise all-to-all's first step)
+  std::vector<Hop> chainHops_;   // each edge of a chain along the ring order, alone
   std::vector<Hop> rdRounds_;    // rank-order recursive doubling: fold, rounds, fold back
   std::vector<Hop> hdSteps_;     // ring-order halving steps (mask 1, 2, ...)
   Hop hdFold_;
   bool hdFolds_ = false;
   Hop tree_;                     // double binary tree edges
   Hop rootedTree_;               // broadcast/reduce tree edges (root at position 0)
+  // Each root-to-leaf path of that tree: summed edge latencies and us per byte, edges.
+  struct TreePath {
+    double latUs = 0, usPerByte = 0;
+    int edges = 0;
+  };
+  std::vector<TreePath> rootedPaths_;
   int treeDepth_ = 0;
   std::vector<Hop> bruckSteps_;  // all-gather dissemination steps over ring order
   std::vector<Hop> hdRankSteps_; // reduce-scatter halving over rank order (mask p2/2 ... 1)

@@ -128,15 +128,43 @@ TEST(CostModel, EstimatesGrowWithSize) {
   }
 }
 
-TEST(CostModel, InterleavedHostsMakeTheRankOrderRingCrossMore) {
+TEST(CostModel, InterleavedHostsCostTheRingOrderAlgorithmsNothing) {
   JobTopo contiguous = makeJob({"A", "A", "B", "B"}), interleaved = makeJob({"A", "B", "A", "B"});
   CostModel c(contiguous, CostParams{}), i(interleaved, CostParams{});
   const size_t s = 16 << 20;
-  // Rank order 0,1,2,3 now crosses hosts on every edge: two flows share each host's link.
-  EXPECT_GT(i.estimate(OpKind::AllReduce, "ring", s), 1.5 * c.estimate(OpKind::AllReduce, "ring", s));
-  // The hierarchical layout follows hosts, not ranks.
-  EXPECT_NEAR(i.estimate(OpKind::AllReduce, "hier", s), c.estimate(OpKind::AllReduce, "hier", s),
-              1e-6 * c.estimate(OpKind::AllReduce, "hier", s));
+  auto same = [&](OpKind kind, const char* algo) {
+    const double want = c.estimate(kind, algo, s);
+    EXPECT_TRUE(std::isfinite(want)) << algo;
+    EXPECT_NEAR(i.estimate(kind, algo, s), want, 1e-6 * want) << algo;
+  };
+  // Rings and chains run in the topology's ring order (0 2 1 3 here), which crosses the
+  // network once per host whatever the rank order; so does the hierarchical layout.
+  EXPECT_EQ(i.ring().order, (std::vector<int>{0, 2, 1, 3}));
+  same(OpKind::AllReduce, "ring");
+  same(OpKind::AllReduce, "hier");
+  same(OpKind::AllGather, "ring");
+  same(OpKind::ReduceScatter, "ring");
+  same(OpKind::Broadcast, "chain");
+  same(OpKind::Reduce, "chain");
+  // Large all-gathers then go round the ring, interleaved or not.
+  for (const JobTopo* job : {&contiguous, &interleaved})
+    EXPECT_EQ(best(CostModel(*job, CostParams{}), OpKind::AllGather, 4 << 20, {"ring", "rd"}), "ring");
+}
+
+TEST(CostModel, AChainPaysItsSlowEdgeOncePerChunk) {
+  // Two hosts: one of the chain's three edges crosses the network. A 1 MiB broadcast is
+  // two chunks; the first crosses every edge, the second follows one slow edge behind.
+  JobTopo job = makeJob({"A", "A", "B", "B"});
+  CostParams p;
+  const CostModel m(job, p);
+  const Hop eth{LinkTable::defaults().ethernet.latUs, LinkTable::defaults().ethernet.bwGBs};
+  const double chunk = static_cast<double>(p.chunkBytes), slow = eth.wire(chunk);
+  const double t = m.estimate(OpKind::Broadcast, "chain", 2 * p.chunkBytes);
+  EXPECT_GT(t, 2 * slow + eth.latUs);
+  EXPECT_LT(t, 2.5 * slow);  // plus two fast intra-host hops; each chunk step costing a crossing: 4x
+  // Every edge slow (four hosts): each chunk step costs a crossing.
+  const double all = CostModel(makeJob({"A", "B", "C", "D"}), p).estimate(OpKind::Broadcast, "chain", 2 * p.chunkBytes);
+  EXPECT_GT(all, 4 * slow);
 }
 
 TEST(CostModel, UnevenHostsOnlyHaveTheLeaderVariant) {

@@ -9,7 +9,9 @@
 #                                           with the COLL_* launch contract; COLL_ALGO=ALGO
 #                                           ("" or "auto": the automatic choice); rank 0's
 #                                           output on stdout. TOPO_PIN="C0 C1 C2 C3" pins
-#                                           rank i to CPU Ci (taskset); unset: unpinned
+#                                           rank i to CPU Ci (taskset); unset: unpinned.
+#                                           TOPO_HOSTS="1 2 1 2" puts rank i on host Hi
+#                                           (default "1 1 2 2"; two ranks per host)
 set -euo pipefail
 
 TOPO_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -38,15 +40,16 @@ topo_run() {
   [ -n "${TOPO_PIN:-}" ] && read -r -a pin <<<"$TOPO_PIN"
   secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
   port=$((20000 + RANDOM % 20000))
-  for host in 1 2; do
-    for local in 0 1; do
-      local rank=$(((host - 1) * 2 + local))
-      ip netns exec "${TOPO_PREFIX}h$host" ${pin[$rank]:+taskset -c ${pin[$rank]}} env COLL_RANK=$rank COLL_SIZE=4 COLL_LOCAL_RANK=$local \
-        COLL_LOCAL_SIZE=2 COLL_ROOT_ADDR="10.213.$TOPO_SUBNET.1:$port" COLL_JOB_SECRET="$secret" \
-        COLL_HOST_ID="topo-h$host" COLL_SOCKET_IFNAME=veth0 COLL_TIMEOUT="${COLL_TIMEOUT:-120}" \
-        COLL_ALGO="$algo" ${COLL_TUNE_OVERSUB_US:+COLL_TUNE_OVERSUB_US=$COLL_TUNE_OVERSUB_US} ${COLL_TOPO_LINK_BW:+COLL_TOPO_LINK_BW=$COLL_TOPO_LINK_BW} "$@" >"$TOPO_TMP/rank$rank.log" 2>&1 &
-      pids+=($!)
-    done
+  local hosts=(1 1 2 2) seen=(0 0 0)
+  [ -n "${TOPO_HOSTS:-}" ] && read -r -a hosts <<<"$TOPO_HOSTS"
+  for rank in 0 1 2 3; do
+    local host=${hosts[$rank]} local=${seen[${hosts[$rank]}]}
+    seen[$host]=$((local + 1))
+    ip netns exec "${TOPO_PREFIX}h$host" ${pin[$rank]:+taskset -c ${pin[$rank]}} env COLL_RANK=$rank COLL_SIZE=4 COLL_LOCAL_RANK=$local \
+      COLL_LOCAL_SIZE=2 COLL_ROOT_ADDR="10.213.$TOPO_SUBNET.1:$port" COLL_JOB_SECRET="$secret" \
+      COLL_HOST_ID="topo-h$host" COLL_SOCKET_IFNAME=veth0 COLL_TIMEOUT="${COLL_TIMEOUT:-120}" \
+      COLL_ALGO="$algo" ${COLL_TUNE_OVERSUB_US:+COLL_TUNE_OVERSUB_US=$COLL_TUNE_OVERSUB_US} ${COLL_TOPO_LINK_BW:+COLL_TOPO_LINK_BW=$COLL_TOPO_LINK_BW} "$@" >"$TOPO_TMP/rank$rank.log" 2>&1 &
+    pids+=($!)
   done
   for i in 0 1 2 3; do
     wait "${pids[$i]}" || { rc=$?; echo "rank $i failed (exit $rc):" >&2; tail -5 "$TOPO_TMP/rank$i.log" >&2; }

@@ -38,7 +38,7 @@ for spec in broadcast:chain:tree reduce:chain:tree allgather:ring:rd reducescatt
   for s in $sizes; do
     declare -A t=()
     for a in "$a1" "$a2" auto; do
-      out=$(topo_run "$([ $a = auto ] && echo auto || echo "$coll:$a")" "$tool" -b "$s" -e "$s" -c 1 -n 5 -w 2) || exit 1
+      out=$(topo_run "$([ "$a" = auto ] && echo auto || echo "$coll:$a")" "$tool" -b "$s" -e "$s" -c 1 -n 5 -w 2) || exit 1
       grep -q '^# Out of bounds values : 0 OK' <<<"$out" || { echo "$coll $a $s: wrong results" >&2; status=1; }
       t[$a]=$(perf_times <<<"$out" | awk '{print $2}')
     done

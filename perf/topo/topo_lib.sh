@@ -44,7 +44,7 @@ topo_run() {
   [ -n "${TOPO_HOSTS:-}" ] && read -r -a hosts <<<"$TOPO_HOSTS"
   for rank in 0 1 2 3; do
     local host=${hosts[$rank]} local=${seen[${hosts[$rank]}]}
-    seen[$host]=$((local + 1))
+    seen[host]=$((local + 1))
     ip netns exec "${TOPO_PREFIX}h$host" ${pin[$rank]:+taskset -c ${pin[$rank]}} env COLL_RANK=$rank COLL_SIZE=4 COLL_LOCAL_RANK=$local \
       COLL_LOCAL_SIZE=2 COLL_ROOT_ADDR="10.213.$TOPO_SUBNET.1:$port" COLL_JOB_SECRET="$secret" \
       COLL_HOST_ID="topo-h$host" COLL_SOCKET_IFNAME=veth0 COLL_TIMEOUT="${COLL_TIMEOUT:-120}" \

@@ -9,9 +9,9 @@
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/patterns/layout.hpp"
-#include "tuning/cost_model.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "core/types.hpp"
+#include "tuning/cost_model.hpp"
 
 namespace coll {
 namespace {

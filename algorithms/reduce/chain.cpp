@@ -8,10 +8,10 @@
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/patterns/layout.hpp"
-#include "tuning/cost_model.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
+#include "tuning/cost_model.hpp"
 
 namespace coll {
 namespace {

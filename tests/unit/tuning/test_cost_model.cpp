@@ -167,6 +167,19 @@ TEST(CostModel, AChainPaysItsSlowEdgeOncePerChunk) {
   EXPECT_GT(all, 4 * slow);
 }
 
+TEST(CostModel, ARootedTreeIsPricedAlongItsSlowestPath) {
+  // Ring order 0 1 2 3 on hosts A B B B: the 4-rank tree from position 0 is 0 -> 2 -> {1, 3},
+  // one crossing and then an intra-host edge on every path, not two crossings.
+  const double lat = LinkTable::defaults().ethernet.latUs;
+  const CostModel one(makeJob({"A", "B", "B", "B"}), CostParams{});
+  EXPECT_GT(one.estimate(OpKind::Broadcast, "tree", 8), lat);
+  EXPECT_LT(one.estimate(OpKind::Broadcast, "tree", 8), 1.5 * lat);
+  // Hosts A A B B: 0 -> 2 crosses, and so does 2 -> 1; the chain 0 1 2 3 crosses once.
+  const CostModel two(makeJob({"A", "A", "B", "B"}), CostParams{});
+  EXPECT_GT(two.estimate(OpKind::Broadcast, "tree", 8), 2 * lat);
+  EXPECT_LT(two.estimate(OpKind::Broadcast, "chain", 8), 1.5 * lat);
+}
+
 TEST(CostModel, UnevenHostsOnlyHaveTheLeaderVariant) {
   JobTopo job = makeJob({"A", "A", "B", "C", "C"});
   HierModel hm(job, CostParams{});

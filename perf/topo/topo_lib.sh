@@ -42,6 +42,10 @@ topo_run() {
   port=$((20000 + RANDOM % 20000))
   local hosts=(1 1 2 2) seen=(0 0 0)
   [ -n "${TOPO_HOSTS:-}" ] && read -r -a hosts <<<"$TOPO_HOSTS"
+  if [ ${#hosts[@]} -ne 4 ] || [ "${hosts[0]}" != 1 ] || [ "$(tr -d ' 1' <<<"${hosts[*]}")" != 22 ]; then
+    echo "TOPO_HOSTS='${hosts[*]}': need four of 1 and 2, two each, rank 0 on 1" >&2
+    return 2
+  fi
   for rank in 0 1 2 3; do
     local host=${hosts[$rank]} local=${seen[${hosts[$rank]}]}
     seen[host]=$((local + 1))

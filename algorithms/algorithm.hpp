@@ -2,6 +2,7 @@
 // supports, so selection (src/tuning) can fall back to another when it does not.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,11 @@ class Algorithm {
   // Runs the operation to completion in the calling thread. Throws coll::Error.
   virtual void run(Comm& comm, const OpArgs& args) const = 0;
 };
+
+// The one-shot all-reduce takes buffers while nranks x bytes stays within this: beyond,
+// each rank's n-1 receptions and folds cost more than the rounds they save (measured on
+// one host, 3 to 8 ranks: ahead up to 4-8 KiB of buffer with 3-4 ranks, 1 KiB with 8).
+inline constexpr size_t kOneShotMaxTotalBytes = 32 << 10;
 
 // Every algorithm built into the library, in preference order per collective.
 const std::vector<const Algorithm*>& algorithmTable();

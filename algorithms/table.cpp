@@ -4,6 +4,7 @@ namespace coll {
 
 const Algorithm& ringAllReduce();
 const Algorithm& rdAllReduce();
+const Algorithm& oneShotAllReduce();
 const Algorithm& chainBroadcast();
 const Algorithm& chainReduce();
 const Algorithm& ringAllGather();
@@ -19,7 +20,7 @@ const Algorithm& hdReduceScatter();
 
 const std::vector<const Algorithm*>& algorithmTable() {
   static const std::vector<const Algorithm*> table = {
-      &ringAllReduce(),     &rdAllReduce(),      &hdAllReduce(),     &treeAllReduce(), &hierAllReduce(),
+      &ringAllReduce(),     &rdAllReduce(),      &oneShotAllReduce(),      &hdAllReduce(),     &treeAllReduce(), &hierAllReduce(),
       &chainBroadcast(),    &treeBroadcast(),    &chainReduce(),     &treeReduce(),    &ringAllGather(),
       &rdAllGather(),       &ringReduceScatter(), &hdReduceScatter(), &pairwiseAllToAll(),
   };

@@ -1,6 +1,6 @@
 // algo_sweep: float32 sum all-reduce time per size for several algorithms in ONE job.
 //
-//   algo_sweep [--algos auto,ring,tree,hd,rd,hier] [-b 8] [-e 256M] [-r 5] [--target-ms 20]
+//   algo_sweep [--algos auto,ring,tree,hd,rd,oneshot,hier] [-b 8] [-e 256M] [-r 5] [--target-ms 20]
 //              [--per-call N] [--grouped] [--samples]
 //
 // One process is one rank (collCommInitFromEnv). For every algorithm the tool makes its
@@ -62,7 +62,7 @@
 namespace {
 
 struct Args {
-  std::vector<std::string> algos{"auto", "ring", "tree", "hd", "rd", "hier"};
+  std::vector<std::string> algos{"auto", "ring", "tree", "hd", "rd", "oneshot", "hier"};
   size_t minBytes = 8, maxBytes = size_t{256} << 20;
   int repeats = 5;
   double targetMs = 20;
@@ -72,7 +72,7 @@ struct Args {
 };
 
 const char* kUsage =
-    "usage: algo_sweep [--algos auto,ring,tree,hd,rd,hier] [-b MIN] [-e MAX] [-r REPEATS] [--target-ms MS]\n"
+    "usage: algo_sweep [--algos auto,ring,tree,hd,rd,oneshot,hier] [-b MIN] [-e MAX] [-r REPEATS] [--target-ms MS]\n"
     "                  [--per-call N] [--grouped] [--samples]\n";
 
 size_t parseBytes(const std::string& s) {

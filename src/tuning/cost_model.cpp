@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 
+#include "algorithms/algorithm.hpp"
 #include "algorithms/patterns/hd.hpp"
 #include "algorithms/patterns/layout.hpp"
 #include "algorithms/patterns/tree.hpp"
@@ -93,7 +94,8 @@ double oversubscription(const JobTopo& job) {
 CostParams CostParams::forJob(const Config& cfg, size_t chunkBytes, const JobTopo& job) {
   CostParams p = fromConfig(cfg, chunkBytes);
   const double over = oversubscription(job);
-  p.msgUs += std::max(0.0, cfg.getDouble(kOversubUs)) * (over - 1.0);
+  p.oversubUs = std::max(0.0, cfg.getDouble(kOversubUs)) * (over - 1.0);
+  p.msgUs += p.oversubUs;
   // Each rank gets 1/over of a core for its reductions.
   p.reduceGBs /= over;
   p.sharedCpus = over > 1.0;
@@ -271,6 +273,21 @@ CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nr
     for (int r = 0; r < p2; ++r) round.push_back({r, r ^ mask});
     rdRounds_.push_back(flowsHop(job, round, p_.netMsgUs, &groups));
   }
+  // One-shot: all pairs at once. Each rank copies to its same-host peers one after the
+  // other; the inter-host flows share the hosts' links.
+  std::vector<std::pair<int, int>> all, net;
+  for (int a = 0; a < n; ++a) {
+    double perByte = 0;
+    for (int b = 0; b < n; ++b) {
+      if (a == b) continue;
+      all.push_back({a, b});
+      if (job.hostOf(a) != job.hostOf(b)) net.push_back({a, b});
+      else perByte += 1.0 / (std::max(1e-6, job.link(a, b).bwGBs) * 1e3);
+    }
+    oneshotLocalUsPerByte_ = std::max(oneshotLocalUsPerByte_, perByte);
+  }
+  oneshot_ = flowsHop(job, all, p_.netMsgUs, &groups);
+  oneshotNet_ = flowsHop(job, net, p_.netMsgUs, &groups);
   std::vector<int> up, down;
   for (int m = 1; m < p2; m <<= 1) up.push_back(m);
   down.assign(up.rbegin(), up.rend());
@@ -344,6 +361,14 @@ double CostModel::allReduce(const std::string& algo, double s) const {
     double t = 0;
     for (size_t i = 0; i < rdRounds_.size(); ++i) t += rdRounds_[i].time(s) + o + reduceUs(s);
     return t;
+  }
+  if (algo == "oneshot") {
+    if (n * s > kOneShotMaxTotalBytes) return kInf;
+    // One stage: the n-1 messages are posted together, so a rank waits for its peers to
+    // be scheduled once (one msgUs), and each further message costs only its software
+    // part; then it folds the n buffers.
+    const double copy = p_.overlap(oneshotLocalUsPerByte_ * s, oneshotNet_.wire(s));
+    return oneshot_.latUs + o + (n - 2) * (o - p_.oversubUs) + copy + (n - 1) * reduceUs(s);
   }
   if (algo == "hd") {
     double t = hdFolds_ ? 2 * (hdFold_.time(s) + o) + reduceUs(s) : 0;

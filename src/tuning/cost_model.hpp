@@ -36,6 +36,9 @@ struct Hop {
 
 struct CostParams {
   double msgUs = 1.0;          // software cost of posting and completing one message
+  // The part of msgUs that is waiting for the receiver to be scheduled where ranks share
+  // CPUs (forJob): messages posted at once to several peers wait for them together.
+  double oversubUs = 0.0;
   double netMsgUs = 0.0;       // kernel CPU time of one inter-host message (see flowsHop)
   // Waking a rank that slept through a stage of others longer than kSleepsAfterUs (its
   // spin and yields are long over by then).
@@ -152,6 +155,9 @@ class CostModel {
   Hop ringRank_;                 // rank-order ring (pairwise all-to-all's first step)
   std::vector<Hop> chainHops_;   // each edge of a chain along the ring order, alone
   std::vector<Hop> rdRounds_;    // rank-order recursive doubling: fold, rounds, fold back
+  Hop oneshot_;                  // every rank to every other at once
+  Hop oneshotNet_;               // the inter-host flows of that stage alone
+  double oneshotLocalUsPerByte_ = 0;  // one rank's copies to its same-host peers, per byte
   std::vector<Hop> hdSteps_;     // ring-order halving steps (mask 1, 2, ...)
   Hop hdFold_;
   bool hdFolds_ = false;

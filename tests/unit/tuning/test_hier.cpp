@@ -119,7 +119,7 @@ TEST(Hier, UnevenHostsUseLeaders) {
 
 TEST(Hier, OtherAlgorithmsAcrossHosts) {
   // Interleaved hosts make the ring order differ from the rank order.
-  for (const char* algo : {"hd", "tree", "hier", "rd", "ring"})
+  for (const char* algo : {"hd", "tree", "hier", "rd", "oneshot", "ring"})
     runCase(kInterleaved, {{"COLL_ALGO", std::string("allreduce:") + algo}, {"COLL_CHUNK_BYTES", "16K"}}, false, algo);
   runCase(kInterleaved, {}, false, nullptr);  // the automatic choice
   runCase(kUneven, {{"COLL_ALGO", "allreduce:tree"}, {"COLL_CHUNK_BYTES", "1K"}}, false, "tree");

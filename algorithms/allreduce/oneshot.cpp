@@ -1,0 +1,74 @@
+// One-shot all-reduce for tiny buffers: every rank sends its whole buffer to every other
+// rank at once, then folds all n buffers itself. One round where recursive doubling has
+// log2(n): where ranks share CPUs, every round waits for the peers to be scheduled, and
+// the one-shot waits once. The price is n-1 messages and n-1 folds per rank, so it only
+// pays while n x bytes stays small (kOneShotMaxTotalBytes) and the cost model says so.
+//
+// Bit-identical results: every rank folds the same n buffers in rank order
+// (((x0 op x1) op x2) ...), so all of them compute the same value.
+#include <cstring>
+#include <vector>
+
+#include "algorithms/algorithm.hpp"
+#include "algorithms/exec.hpp"
+#include "core/reduce.hpp"
+#include "core/types.hpp"
+
+namespace coll {
+
+namespace {
+
+class OneShotAllReduce final : public Algorithm {
+ public:
+  const char* name() const override { return "oneshot"; }
+  const char* description() const override { return "one-shot: all-to-all of the whole buffer, local fold (tiny buffers)"; }
+  OpKind kind() const override { return OpKind::AllReduce; }
+  bool supports(const Comm& comm, const OpArgs& a) const override {
+    return a.count * typeSize(a.dtype) * static_cast<size_t>(comm.nranks()) <= kOneShotMaxTotalBytes;
+  }
+
+  void run(Comm& comm, const OpArgs& a) const override {
+    const int n = comm.nranks(), r = comm.rank();
+    const size_t bytes = a.count * typeSize(a.dtype);
+    char* buf = static_cast<char*>(a.recvbuf);
+    if (n == 1) {
+      if (a.sendbuf != a.recvbuf) memcpy(buf, a.sendbuf, bytes);
+      return;
+    }
+    // Slot i of the scratch holds rank i's buffer; this rank's own goes in slot r.
+    char* all = static_cast<char*>(comm.scratch(bytes * n, 2));
+    memcpy(all + r * bytes, a.sendbuf, bytes);
+    Progress pg(comm, "all-reduce (one-shot)");
+    // Two transfers per peer; on the stack for the few ranks this usually runs on.
+    constexpr int kInlinePeers = 8;
+    Xfer local[2 * kInlinePeers];
+    Xfer* localPtrs[2 * kInlinePeers];
+    std::vector<Xfer> heap;
+    std::vector<Xfer*> heapPtrs;
+    if (n - 1 > kInlinePeers) {
+      heap.resize(2 * (n - 1));
+      heapPtrs.resize(2 * (n - 1));
+    }
+    Xfer* xs = heap.empty() ? local : heap.data();
+    Xfer** ptrs = heap.empty() ? localPtrs : heapPtrs.data();
+    for (int k = 1; k < n; ++k) {
+      const int from = (r - k + n) % n;
+      pg.recv(from, all + from * bytes, bytes, &xs[2 * (k - 1)]);
+    }
+    for (int k = 1; k < n; ++k) pg.send((r + k) % n, all + r * bytes, bytes, &xs[2 * (k - 1) + 1]);
+    for (int i = 0; i < 2 * (n - 1); ++i) ptrs[i] = &xs[i];
+    pg.waitAll(ptrs, 2 * (n - 1));
+    reduceBuffers(buf, all, all + bytes, a.count, a.dtype, a.op);
+    for (int i = 2; i < n; ++i) reduceBuffers(buf, buf, all + i * bytes, a.count, a.dtype, a.op);
+    if (a.op == collAvg) finishAverage(buf, a.count, a.dtype, n);
+  }
+};
+
+}  // namespace
+
+const Algorithm& oneShotAllReduce() {
+  static const OneShotAllReduce algo;
+  return algo;
+}
+
+}  // namespace coll

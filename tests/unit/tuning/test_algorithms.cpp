@@ -5,6 +5,7 @@
 // deep and split hd's halving steps into many pieces.
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <mutex>
 #include <tuple>
 
@@ -25,6 +26,8 @@ struct Variant {
 };
 
 const Variant kVariants[] = {
+    {"ring", "allreduce:ring,broadcast:chain,reduce:chain,allgather:ring,reducescatter:ring", nullptr, nullptr},
+    {"rd", "allreduce:rd", nullptr, nullptr},
     {"hd", "allreduce:hd,broadcast:tree,reduce:tree,allgather:rd,reducescatter:hd", nullptr, nullptr},
     // Halving steps in many pipeline chunks for every type and op.
     {"hdchunks", "allreduce:hd", "256", nullptr},
@@ -176,7 +179,7 @@ TEST_P(Algorithms, MatchTheReference) {
   for (int r = 1; r < n; ++r) EXPECT_TRUE(hashes[r] == hashes[0]) << "all-reduce bits of rank " << r << " differ";
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, Algorithms, ::testing::Combine(::testing::Range(2, 9), ::testing::Range(0, 5)),
+INSTANTIATE_TEST_SUITE_P(Ranks, Algorithms, ::testing::Combine(::testing::Range(2, 9), ::testing::Range(0, static_cast<int>(std::size(kVariants)))),
                          [](const auto& info) {
                            return std::string(kVariants[std::get<1>(info.param)].name) + "_" +
                                   std::to_string(std::get<0>(info.param));

@@ -1,9 +1,12 @@
 #include "algorithms/group_ops.hpp"
 
+#include <algorithm>
 #include <bit>
+#include <cstring>
 
 #include "core/reduce.hpp"
 #include "core/types.hpp"
+#include "tuning/cost_model.hpp"
 
 namespace coll {
 
@@ -13,6 +16,37 @@ void waitXfers(Progress& pg, std::vector<Xfer>& xs) {
       if (!x.complete) return false;
     return true;
   });
+}
+
+HierPlace hierPlace(const Comm& comm) {
+  HierPlace p;
+  p.lay = &comm.costModel().hier().layout();
+  p.host = comm.topology().hostOf(comm.rank());
+  const std::vector<int>& row = p.lay->grid[p.host];
+  p.local = static_cast<int>(std::find(row.begin(), row.end(), comm.rank()) - row.begin());
+  p.H = p.lay->nhosts();
+  p.L = static_cast<int>(row.size());
+  return p;
+}
+
+void permuteGridBlocks(const patterns::HierLayout& lay, const char* src, char* dst, size_t bytes, bool toGrid) {
+  const size_t H = lay.grid.size();
+  for (size_t h = 0; h < H; ++h)
+    for (size_t i = 0; i < lay.grid[h].size(); ++i) {
+      const size_t rankAt = static_cast<size_t>(lay.grid[h][i]) * bytes, gridAt = (i * H + h) * bytes;
+      if (toGrid) memcpy(dst + gridAt, src + rankAt, bytes);
+      else memcpy(dst + rankAt, src + gridAt, bytes);
+    }
+}
+
+void runRingTask(Comm& comm, Progress& pg, RingTaskSpec spec) {
+  RingTask task(comm, pg, std::move(spec));
+  while (!task.done()) {
+    bool acted = task.pump();
+    acted |= pg.poll();
+    if (acted) pg.progressed();
+    else pg.idle();
+  }
 }
 
 void groupRdAllReduce(Progress& pg, const std::vector<int>& members, int pos, void* buf, void* tmp,

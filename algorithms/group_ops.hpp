@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "algorithms/exec.hpp"
+#include "algorithms/patterns/layout.hpp"
+#include "algorithms/ring_task.hpp"
 #include "collective.h"
 
 namespace coll {
@@ -19,5 +21,23 @@ void groupRdAllReduce(Progress& pg, const std::vector<int>& members, int pos, vo
 
 // Waits for a set of transfers through pg.
 void waitXfers(Progress& pg, std::vector<Xfer>& xs);
+
+// Where this rank sits in the hierarchical layout of its communicator (the cost model's,
+// built once): its host's row, its column across hosts, and its index in each.
+struct HierPlace {
+  const patterns::HierLayout* lay = nullptr;
+  int host = 0, local = 0;  // this rank's row (host) and column (local index)
+  int H = 1, L = 1;         // hosts, ranks per host (uniform layouts)
+  const std::vector<int>& row() const { return lay->grid[host]; }
+};
+HierPlace hierPlace(const Comm& comm);
+
+// Copies n blocks of `bytes` between rank order and the hierarchical grid's column-major
+// order (block of grid[h][i] at position i * H + h): toGrid moves rank-ordered src into
+// grid-ordered dst, otherwise the reverse.
+void permuteGridBlocks(const patterns::HierLayout& lay, const char* src, char* dst, size_t bytes, bool toGrid);
+
+// Runs one ring task to completion through pg.
+void runRingTask(Comm& comm, Progress& pg, RingTaskSpec spec);
 
 }  // namespace coll

@@ -17,12 +17,15 @@ const Algorithm& treeBroadcast();
 const Algorithm& treeReduce();
 const Algorithm& rdAllGather();
 const Algorithm& hdReduceScatter();
+const Algorithm& hierAllGather();
+const Algorithm& hierReduceScatter();
 
 const std::vector<const Algorithm*>& algorithmTable() {
   static const std::vector<const Algorithm*> table = {
       &ringAllReduce(),     &rdAllReduce(),      &oneShotAllReduce(),      &hdAllReduce(),     &treeAllReduce(), &hierAllReduce(),
       &chainBroadcast(),    &treeBroadcast(),    &chainReduce(),     &treeReduce(),    &ringAllGather(),
-      &rdAllGather(),       &ringReduceScatter(), &hdReduceScatter(), &pairwiseAllToAll(),
+      &rdAllGather(),       &hierAllGather(),     &ringReduceScatter(), &hdReduceScatter(), &hierReduceScatter(),
+      &pairwiseAllToAll(),
   };
   return table;
 }

@@ -222,6 +222,19 @@ double HierModel::leadersUs(size_t bytes) const {
   return t + roundsUs;
 }
 
+double HierModel::gatherScatterUs(double blk, bool reduce) const {
+  if (!usable() || !uniform_) return kInf;
+  const double L = local_, H = hosts_, o = p_.msgUs, red = reduce ? 1.0 / (p_.reduceGBs * 1e3) : 0;
+  auto chunks = [&](double b) { return std::max(1.0, std::ceil(b / p_.chunkBytes)); };
+  const double col = H * blk;
+  double inside = 0;
+  if (L > 1) inside = (L - 1) * (intra_.latUs + chunks(col) * o + p_.overlap(intra_.wire(col), col * red));
+  const double across = (H - 1) * (inter_.latUs + chunks(blk) * o + p_.overlap(inter_.wire(blk), blk * red));
+  // Every block is copied once between rank order and column order.
+  const double copy = L * col / (p_.reduceGBs * 1e3);
+  return inside + across + copy;
+}
+
 // ---- the whole model ----
 
 namespace {
@@ -417,6 +430,8 @@ double CostModel::gatherScatter(OpKind kind, const std::string& algo, double blk
     const Hop& h = algo == "ring" ? ringHop_ : ringRank_;
     return (n - 1) * (h.latUs + chunksOf(blk) * o + p_.overlap(h.wire(blk), red));
   }
+  if ((kind == OpKind::AllGather || kind == OpKind::ReduceScatter) && algo == "hier")
+    return hier_.gatherScatterUs(blk, kind == OpKind::ReduceScatter);
   if (kind == OpKind::AllGather && algo == "rd") {
     double t = n * blk / (p_.reduceGBs * 1e3), have = 1;
     for (const Hop& h : bruckSteps_) {

@@ -116,6 +116,10 @@ class HierModel {
     return p_.hierVariant == CostParams::HierVariant::Auto && leadersUs(bytes) <= ringsUs(bytes);
   }
   double bestUs(size_t bytes) const { return useLeaders(bytes) ? leadersUs(bytes) : ringsUs(bytes); }
+  // The hierarchical all-gather (reduce: reduce-scatter) of one rank's block: a ring per
+  // local index across hosts and a ring of columns inside each host, plus the copy
+  // between rank order and column order. Infinity unless hosts are uniform.
+  double gatherScatterUs(double blockBytes, bool reduce) const;
 
  private:
   CostParams p_;

@@ -29,6 +29,19 @@ HierPlace hierPlace(const Comm& comm) {
   return p;
 }
 
+bool hierGridUsable(const Comm& comm) {
+  return comm.topology().nhosts() >= 2 && comm.costModel().hier().uniform();
+}
+
+HierGrid hierGrid(Comm& comm, const OpArgs& a, int scratchSlot) {
+  HierGrid g;
+  g.place = hierPlace(comm);
+  g.blk = a.count * typeSize(a.dtype);
+  g.column = g.place.H * g.blk;
+  g.data = static_cast<char*>(comm.scratch(g.place.L * g.column, scratchSlot));
+  return g;
+}
+
 void permuteGridBlocks(const patterns::HierLayout& lay, const char* src, char* dst, size_t bytes, bool toGrid) {
   const size_t H = lay.grid.size();
   for (size_t h = 0; h < H; ++h)

@@ -8,6 +8,7 @@
 #include "algorithms/exec.hpp"
 #include "algorithms/patterns/layout.hpp"
 #include "algorithms/ring_task.hpp"
+#include "core/op.hpp"
 #include "collective.h"
 
 namespace coll {
@@ -31,6 +32,18 @@ struct HierPlace {
   const std::vector<int>& row() const { return lay->grid[host]; }
 };
 HierPlace hierPlace(const Comm& comm);
+
+// The column-ordered scratch of the hierarchical all-gather and reduce-scatter: n blocks
+// of one rank's share (blk bytes), the block of grid[h][i] at (i * H + h) * blk, so that
+// column i (local index i on every host) is contiguous. They need hosts of equal size.
+struct HierGrid {
+  HierPlace place;
+  size_t blk = 0, column = 0;  // bytes of one block, of one column (H blocks)
+  char* data = nullptr;
+  char* columnOf(int i) const { return data + static_cast<size_t>(i) * column; }
+};
+bool hierGridUsable(const Comm& comm);
+HierGrid hierGrid(Comm& comm, const OpArgs& a, int scratchSlot);
 
 // Copies n blocks of `bytes` between rank order and the hierarchical grid's column-major
 // order (block of grid[h][i] at position i * H + h): toGrid moves rank-ordered src into

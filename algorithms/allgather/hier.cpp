@@ -11,13 +11,11 @@
 #include "algorithms/algorithm.hpp"
 #include "algorithms/group_ops.hpp"
 #include "core/comm.hpp"
-#include "core/types.hpp"
-#include "tuning/cost_model.hpp"
 
 namespace coll {
 namespace {
 
-// Comm::scratch slot of the grid-ordered copy of the output.
+// Comm::scratch slot of the column-ordered copy of the output (HierGrid).
 constexpr int kGridSlot = 3;
 
 class HierAllGather final : public Algorithm {
@@ -27,16 +25,13 @@ class HierAllGather final : public Algorithm {
     return "a ring per local rank across hosts, then a ring of columns inside each host";
   }
   OpKind kind() const override { return OpKind::AllGather; }
-  bool supports(const Comm& comm, const OpArgs&) const override {
-    return comm.topology().nhosts() >= 2 && comm.costModel().hier().uniform();
-  }
+  bool supports(const Comm& comm, const OpArgs&) const override { return hierGridUsable(comm); }
 
   void run(Comm& comm, const OpArgs& a) const override {
-    const HierPlace p = hierPlace(comm);
-    const size_t es = typeSize(a.dtype), blk = a.count * es, column = p.H * blk;
-    // grid + (i * H + h) * blk holds the block of grid[h][i]: column i is contiguous.
-    char* grid = static_cast<char*>(comm.scratch(p.H * p.L * blk, kGridSlot));
-    char* mine = grid + p.local * column;
+    const HierGrid g = hierGrid(comm, a, kGridSlot);
+    const HierPlace& p = g.place;
+    const size_t blk = g.blk;
+    char* mine = g.columnOf(p.local);
     memcpy(mine + p.host * blk, a.sendbuf, blk);
     Progress pg(comm, "all-gather (hier)");
     RingTaskSpec across;
@@ -57,9 +52,9 @@ class HierAllGather final : public Algorithm {
     inside.blocks = Blocks::equal(a.count * p.H);
     inside.dt = a.dtype;
     inside.firstSrc = mine;
-    inside.dst = grid;
+    inside.dst = g.data;
     runRingTask(comm, pg, std::move(inside));
-    permuteGridBlocks(*p.lay, grid, static_cast<char*>(a.recvbuf), blk, false);
+    permuteGridBlocks(*p.lay, g.data, static_cast<char*>(a.recvbuf), blk, false);
   }
 };
 

@@ -12,13 +12,12 @@
 #include "algorithms/algorithm.hpp"
 #include "algorithms/group_ops.hpp"
 #include "core/comm.hpp"
-#include "core/types.hpp"
-#include "tuning/cost_model.hpp"
 
 namespace coll {
 namespace {
 
-// Comm::scratch slots: the grid-ordered input, and the ring's staging of received chunks.
+// Comm::scratch slots: the column-ordered copy of the input (HierGrid), and the rings'
+// staging of received chunks.
 constexpr int kGridSlot = 3, kStageSlot = 4;
 
 class HierReduceScatter final : public Algorithm {
@@ -28,15 +27,13 @@ class HierReduceScatter final : public Algorithm {
     return "a ring of columns inside each host, then a ring per local rank across hosts";
   }
   OpKind kind() const override { return OpKind::ReduceScatter; }
-  bool supports(const Comm& comm, const OpArgs&) const override {
-    return comm.topology().nhosts() >= 2 && comm.costModel().hier().uniform();
-  }
+  bool supports(const Comm& comm, const OpArgs&) const override { return hierGridUsable(comm); }
 
   void run(Comm& comm, const OpArgs& a) const override {
-    const HierPlace p = hierPlace(comm);
-    const size_t es = typeSize(a.dtype), blk = a.count * es, column = p.H * blk;
-    // grid + (i * H + h) * blk holds the block meant for grid[h][i]: column i is contiguous.
-    char* grid = static_cast<char*>(comm.scratch(p.H * p.L * blk, kGridSlot));
+    const HierGrid g = hierGrid(comm, a, kGridSlot);
+    const HierPlace& p = g.place;
+    const size_t blk = g.blk;
+    char* grid = g.data;
     permuteGridBlocks(*p.lay, static_cast<const char*>(a.sendbuf), grid, blk, true);
     Progress pg(comm, "reduce-scatter (hier)");
     // Reduces in place: each block's own contribution is read once, when the partial sum
@@ -50,11 +47,11 @@ class HierReduceScatter final : public Algorithm {
     inside.dt = a.dtype;
     inside.op = a.op;
     inside.local = grid;
-    inside.firstSrc = grid + inside.base * column;
+    inside.firstSrc = g.columnOf(inside.base);
     inside.dst = grid;
     inside.scratchSlot = kStageSlot;
     runRingTask(comm, pg, std::move(inside));
-    char* mine = grid + p.local * column;
+    char* mine = g.columnOf(p.local);
     RingTaskSpec across;
     across.members = p.lay->column(p.local);
     across.pos = p.host;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <deque>
+#include <memory>
 
 #include "core/reduce.hpp"
 #include "core/types.hpp"
@@ -36,20 +38,64 @@ bool hierGridUsable(const Comm& comm) {
 HierGrid hierGrid(Comm& comm, const OpArgs& a, int scratchSlot) {
   HierGrid g;
   g.place = hierPlace(comm);
-  g.blk = a.count * typeSize(a.dtype);
-  g.column = g.place.H * g.blk;
-  g.data = static_cast<char*>(comm.scratch(g.place.L * g.column, scratchSlot));
+  g.es = typeSize(a.dtype);
+  const size_t n = static_cast<size_t>(g.place.H * g.place.L), bytes = a.count * g.es;
+  g.segments = hierSegments(n * bytes, comm.costModel().params());
+  g.seg = Blocks::split(a.count, g.segments);
+  g.data = static_cast<char*>(comm.scratch(n * bytes, scratchSlot));
   return g;
 }
 
-void permuteGridBlocks(const patterns::HierLayout& lay, const char* src, char* dst, size_t bytes, bool toGrid) {
+void permuteGridBlocks(const patterns::HierLayout& lay, const char* src, char* dst, size_t stride, size_t offset,
+                       size_t len, bool toGrid) {
   const size_t H = lay.grid.size();
   for (size_t h = 0; h < H; ++h)
     for (size_t i = 0; i < lay.grid[h].size(); ++i) {
-      const size_t rankAt = static_cast<size_t>(lay.grid[h][i]) * bytes, gridAt = (i * H + h) * bytes;
-      if (toGrid) memcpy(dst + gridAt, src + rankAt, bytes);
-      else memcpy(dst + rankAt, src + gridAt, bytes);
+      const size_t rankAt = static_cast<size_t>(lay.grid[h][i]) * stride + offset, gridAt = (i * H + h) * len;
+      if (toGrid) memcpy(dst + gridAt, src + rankAt, len);
+      else memcpy(dst + rankAt, src + gridAt, len);
     }
+}
+
+void runTwoPhasePipeline(Comm& comm, Progress& pg, const TwoPhasePipeline& p) {
+  struct Running {
+    std::unique_ptr<RingTask> task;
+    int seg;
+  };
+  std::deque<Running> phase[2];
+  int next[2] = {0, 0}, finished = 0;
+  std::vector<char> firstDone(static_cast<size_t>(p.segments), 0);
+  auto free = [](const std::deque<Running>& q) { return q.empty() || (q.size() == 1 && q.back().task->allPosted()); };
+  while (finished < p.segments) {
+    bool acted = false;
+    while (next[0] < p.segments && free(phase[0])) {
+      const int s = next[0]++;
+      if (p.beforeFirst) p.beforeFirst(s);
+      phase[0].push_back({std::make_unique<RingTask>(comm, pg, p.first(s, s % 2)), s});
+      acted = true;
+    }
+    while (next[1] < p.segments && firstDone[next[1]] && free(phase[1])) {
+      const int s = next[1]++;
+      phase[1].push_back({std::make_unique<RingTask>(comm, pg, p.second(s, s % 2)), s});
+      acted = true;
+    }
+    for (auto& q : phase)
+      for (Running& r : q) acted |= r.task->pump();
+    acted |= pg.poll();
+    while (!phase[0].empty() && phase[0].front().task->done()) {
+      firstDone[phase[0].front().seg] = 1;
+      phase[0].pop_front();
+      acted = true;
+    }
+    while (!phase[1].empty() && phase[1].front().task->done()) {
+      if (p.afterSecond) p.afterSecond(phase[1].front().seg);
+      phase[1].pop_front();
+      ++finished;
+      acted = true;
+    }
+    if (acted) pg.progressed();
+    else pg.idle();
+  }
 }
 
 void runRingTask(Comm& comm, Progress& pg, RingTaskSpec spec) {

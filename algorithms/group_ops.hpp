@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "algorithms/exec.hpp"
@@ -33,22 +34,45 @@ struct HierPlace {
 };
 HierPlace hierPlace(const Comm& comm);
 
-// The column-ordered scratch of the hierarchical all-gather and reduce-scatter: n blocks
-// of one rank's share (blk bytes), the block of grid[h][i] at (i * H + h) * blk, so that
-// column i (local index i on every host) is contiguous. They need hosts of equal size.
+// The column-ordered scratch of the hierarchical all-gather and reduce-scatter. Every
+// rank's block (count elements) is cut into segments (hierSegments of the whole buffer);
+// segment s of all n blocks forms one region, in which the piece of grid[h][i] sits at
+// (i * H + h) * segBytes(s), so that column i (local index i on every host) is
+// contiguous. They need hosts of equal size.
 struct HierGrid {
   HierPlace place;
-  size_t blk = 0, column = 0;  // bytes of one block, of one column (H blocks)
+  size_t es = 1;
+  Blocks seg;        // the segments of one block, in elements
+  int segments = 1;
   char* data = nullptr;
-  char* columnOf(int i) const { return data + static_cast<size_t>(i) * column; }
+  size_t segBytes(int s) const { return seg.cnt(s) * es; }
+  size_t segOffset(int s) const { return seg.off(s) * es; }
+  char* region(int s) const { return data + static_cast<size_t>(place.H * place.L) * segOffset(s); }
+  char* columnOf(int s, int i) const { return region(s) + static_cast<size_t>(i * place.H) * segBytes(s); }
 };
 bool hierGridUsable(const Comm& comm);
 HierGrid hierGrid(Comm& comm, const OpArgs& a, int scratchSlot);
 
-// Copies n blocks of `bytes` between rank order and the hierarchical grid's column-major
-// order (block of grid[h][i] at position i * H + h): toGrid moves rank-ordered src into
-// grid-ordered dst, otherwise the reverse.
-void permuteGridBlocks(const patterns::HierLayout& lay, const char* src, char* dst, size_t bytes, bool toGrid);
+// Copies one piece of every rank's block between rank order and column order: rank r's
+// block starts at rankBuf + r * stride, the piece at `offset` in it, `len` bytes; in
+// gridBuf the piece of grid[h][i] is at (i * H + h) * len. toGrid copies rank order into
+// column order, otherwise the reverse.
+void permuteGridBlocks(const patterns::HierLayout& lay, const char* src, char* dst, size_t stride, size_t offset,
+                       size_t len, bool toGrid);
+
+// Segments of a hierarchical grid collective flowing through two phases, each a ring
+// task on its own links (one across hosts, one inside the host): while segment s is in
+// its second phase, segment s + 1 is in its first. Each phase runs its segments in order,
+// at most two at once (the next may start once the previous has posted everything, so
+// messages on shared links keep their order); `parity` (0 or 1) tells the two apart, for
+// staging slots. beforeFirst and afterSecond may be empty.
+struct TwoPhasePipeline {
+  int segments = 1;
+  std::function<void(int seg)> beforeFirst;
+  std::function<RingTaskSpec(int seg, int parity)> first, second;
+  std::function<void(int seg)> afterSecond;
+};
+void runTwoPhasePipeline(Comm& comm, Progress& pg, const TwoPhasePipeline& p);
 
 // Runs one ring task to completion through pg.
 void runRingTask(Comm& comm, Progress& pg, RingTaskSpec spec);

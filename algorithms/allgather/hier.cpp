@@ -4,8 +4,10 @@
 // hosts (local rank i collects column i: the blocks of local rank i on every host, so
 // every rank and link carries inter-host traffic at once), then a ring inside each host
 // that hands every local rank the other columns. Across H hosts of L ranks a host link
-// carries (H-1) x L blocks each way instead of n-1 (2 of 3 with 2 x 2 ranks); the price
-// is a copy of the whole output, since the columns are not contiguous in rank order.
+// carries (H-1) x L blocks each way instead of n-1 (2 of 3 with 2 x 2 ranks). The
+// columns are not contiguous in rank order, so the result goes through a column-ordered
+// scratch; the blocks are cut into segments, and while one segment is copied out and
+// gathered inside the hosts, the next one crosses between them.
 #include <cstring>
 
 #include "algorithms/algorithm.hpp"
@@ -30,31 +32,40 @@ class HierAllGather final : public Algorithm {
   void run(Comm& comm, const OpArgs& a) const override {
     const HierGrid g = hierGrid(comm, a, kGridSlot);
     const HierPlace& p = g.place;
-    const size_t blk = g.blk;
-    char* mine = g.columnOf(p.local);
-    memcpy(mine + p.host * blk, a.sendbuf, blk);
+    const char* in = static_cast<const char*>(a.sendbuf);
+    char* out = static_cast<char*>(a.recvbuf);
+    TwoPhasePipeline pipe;
+    pipe.segments = g.segments;
+    pipe.beforeFirst = [&](int s) {
+      memcpy(g.columnOf(s, p.local) + p.host * g.segBytes(s), in + g.segOffset(s), g.segBytes(s));
+    };
+    pipe.first = [&](int s, int) {
+      RingTaskSpec across;
+      across.members = p.lay->column(p.local);
+      across.pos = across.base = p.host;
+      across.steps = p.H - 1;
+      across.blocks = Blocks::equal(g.seg.cnt(s));
+      across.dt = a.dtype;
+      across.dst = g.columnOf(s, p.local);
+      across.firstSrc = across.dst + p.host * g.segBytes(s);
+      return across;
+    };
+    pipe.second = [&](int s, int) {
+      RingTaskSpec inside;
+      inside.members = p.row();
+      inside.pos = inside.base = p.local;
+      inside.steps = p.L - 1;
+      inside.blocks = Blocks::equal(g.seg.cnt(s) * p.H);
+      inside.dt = a.dtype;
+      inside.firstSrc = g.columnOf(s, p.local);
+      inside.dst = g.region(s);
+      return inside;
+    };
+    pipe.afterSecond = [&](int s) {
+      permuteGridBlocks(*p.lay, g.region(s), out, a.count * g.es, g.segOffset(s), g.segBytes(s), false);
+    };
     Progress pg(comm, "all-gather (hier)");
-    RingTaskSpec across;
-    across.members = p.lay->column(p.local);
-    across.pos = p.host;
-    across.base = p.host;
-    across.steps = p.H - 1;
-    across.blocks = Blocks::equal(a.count);
-    across.dt = a.dtype;
-    across.firstSrc = mine + p.host * blk;
-    across.dst = mine;
-    runRingTask(comm, pg, std::move(across));
-    RingTaskSpec inside;
-    inside.members = p.row();
-    inside.pos = p.local;
-    inside.base = p.local;
-    inside.steps = p.L - 1;
-    inside.blocks = Blocks::equal(a.count * p.H);
-    inside.dt = a.dtype;
-    inside.firstSrc = mine;
-    inside.dst = g.data;
-    runRingTask(comm, pg, std::move(inside));
-    permuteGridBlocks(*p.lay, g.data, static_cast<char*>(a.recvbuf), blk, false);
+    runTwoPhasePipeline(comm, pg, pipe);
   }
 };
 

@@ -2,8 +2,9 @@
 // each, the mirror image of the hierarchical all-gather: a ring inside each host leaves
 // local rank i with column i (the blocks of local rank i on every host) summed over its
 // host, then a ring per local index across hosts finishes each rank's own block. A host
-// link carries (H-1) x L blocks each way instead of the flat ring's n-1; the price is a
-// copy of the whole input into column order.
+// link carries (H-1) x L blocks each way instead of the flat ring's n-1. The input goes
+// through a column-ordered scratch, segment by segment: while one segment crosses between
+// hosts, the next one is copied in and reduced inside them.
 //
 // Every element is summed in a fixed order (inside the host along its ring, then across
 // hosts along the column's ring), so repeated calls give the same bits.
@@ -16,9 +17,9 @@
 namespace coll {
 namespace {
 
-// Comm::scratch slots: the column-ordered copy of the input (HierGrid), and the rings'
-// staging of received chunks.
-constexpr int kGridSlot = 3, kStageSlot = 4;
+// Comm::scratch slots: the column-ordered copy of the input (HierGrid), and the staging
+// of received chunks for the two tasks each phase may run at once.
+constexpr int kGridSlot = 3, kInsideSlot = 4, kAcrossSlot = 6;
 
 class HierReduceScatter final : public Algorithm {
  public:
@@ -32,41 +33,49 @@ class HierReduceScatter final : public Algorithm {
   void run(Comm& comm, const OpArgs& a) const override {
     const HierGrid g = hierGrid(comm, a, kGridSlot);
     const HierPlace& p = g.place;
-    const size_t blk = g.blk;
-    char* grid = g.data;
-    permuteGridBlocks(*p.lay, static_cast<const char*>(a.sendbuf), grid, blk, true);
+    const char* in = static_cast<const char*>(a.sendbuf);
+    char* out = static_cast<char*>(a.recvbuf);
+    TwoPhasePipeline pipe;
+    pipe.segments = g.segments;
+    pipe.beforeFirst = [&](int s) {
+      permuteGridBlocks(*p.lay, in, g.region(s), a.count * g.es, g.segOffset(s), g.segBytes(s), true);
+    };
+    // Both rings reduce in place: each block's own contribution is read once, when the
+    // partial sum of that block arrives, and the sum takes its place.
+    pipe.first = [&](int s, int parity) {
+      RingTaskSpec inside;
+      inside.members = p.row();
+      inside.pos = p.local;
+      inside.base = modRank(p.local - 1, p.L);  // ends with column `local` after L-1 steps
+      inside.steps = inside.reduceSteps = p.L - 1;
+      inside.blocks = Blocks::equal(g.seg.cnt(s) * p.H);
+      inside.dt = a.dtype;
+      inside.op = a.op;
+      inside.local = inside.dst = g.region(s);
+      inside.firstSrc = g.columnOf(s, inside.base);
+      inside.scratchSlot = kInsideSlot + parity;
+      return inside;
+    };
+    pipe.second = [&](int s, int parity) {
+      RingTaskSpec across;
+      across.members = p.lay->column(p.local);
+      across.pos = p.host;
+      across.base = modRank(p.host - 1, p.H);  // ends with this rank's own block
+      across.steps = across.reduceSteps = p.H - 1;
+      across.blocks = Blocks::equal(g.seg.cnt(s));
+      across.dt = a.dtype;
+      across.op = a.op;
+      across.local = across.dst = g.columnOf(s, p.local);
+      across.firstSrc = across.local + across.base * g.segBytes(s);
+      across.avgDivisor = a.op == collAvg ? comm.nranks() : 0;
+      across.scratchSlot = kAcrossSlot + parity;
+      return across;
+    };
+    pipe.afterSecond = [&](int s) {
+      memcpy(out + g.segOffset(s), g.columnOf(s, p.local) + p.host * g.segBytes(s), g.segBytes(s));
+    };
     Progress pg(comm, "reduce-scatter (hier)");
-    // Reduces in place: each block's own contribution is read once, when the partial sum
-    // of that block arrives, and the sum takes its place.
-    RingTaskSpec inside;
-    inside.members = p.row();
-    inside.pos = p.local;
-    inside.base = modRank(p.local - 1, p.L);  // ends with column `local` after L-1 steps
-    inside.steps = inside.reduceSteps = p.L - 1;
-    inside.blocks = Blocks::equal(a.count * p.H);
-    inside.dt = a.dtype;
-    inside.op = a.op;
-    inside.local = grid;
-    inside.firstSrc = g.columnOf(inside.base);
-    inside.dst = grid;
-    inside.scratchSlot = kStageSlot;
-    runRingTask(comm, pg, std::move(inside));
-    char* mine = g.columnOf(p.local);
-    RingTaskSpec across;
-    across.members = p.lay->column(p.local);
-    across.pos = p.host;
-    across.base = modRank(p.host - 1, p.H);  // ends with this rank's own block
-    across.steps = across.reduceSteps = p.H - 1;
-    across.blocks = Blocks::equal(a.count);
-    across.dt = a.dtype;
-    across.op = a.op;
-    across.local = mine;
-    across.firstSrc = mine + across.base * blk;
-    across.dst = mine;
-    across.avgDivisor = a.op == collAvg ? comm.nranks() : 0;
-    across.scratchSlot = kStageSlot;
-    runRingTask(comm, pg, std::move(across));
-    memcpy(a.recvbuf, mine + p.host * blk, blk);
+    runTwoPhasePipeline(comm, pg, pipe);
   }
 };
 

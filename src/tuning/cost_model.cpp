@@ -226,13 +226,21 @@ double HierModel::gatherScatterUs(double blk, bool reduce) const {
   if (!usable() || !uniform_) return kInf;
   const double L = local_, H = hosts_, o = p_.msgUs, red = reduce ? 1.0 / (p_.reduceGBs * 1e3) : 0;
   auto chunks = [&](double b) { return std::max(1.0, std::ceil(b / p_.chunkBytes)); };
-  const double col = H * blk;
+  const int g = hierSegments(static_cast<size_t>(L * H * blk), p_);
+  const double seg = blk / g, col = H * seg;
+  // One segment: the ring inside the host on its columns, the ring across hosts on its
+  // blocks, and the copy of all its n pieces between rank order and column order.
   double inside = 0;
   if (L > 1) inside = (L - 1) * (intra_.latUs + chunks(col) * o + p_.overlap(intra_.wire(col), col * red));
-  const double across = (H - 1) * (inter_.latUs + chunks(blk) * o + p_.overlap(inter_.wire(blk), blk * red));
-  // Every block is copied once between rank order and column order.
+  const double across = (H - 1) * (inter_.latUs + chunks(seg) * o + p_.overlap(inter_.wire(seg), seg * red));
   const double copy = L * col / (p_.reduceGBs * 1e3);
-  return inside + across + copy;
+  // While one segment crosses hosts, the next (or previous) one is worked on inside them.
+  if (!p_.sharedCpus) return inside + across + copy + (g - 1) * std::max(inside + copy, across);
+  // On shared CPUs only the time the bytes spend on a slow link is free for that work
+  // (see ringsUs), and the crossing's own CPU work is not: the kernel copies each segment
+  // out of the sender and into the receiver, each at about the speed of a copy here.
+  const double acrossCpu = (H - 1) * (chunks(seg) * o + 2 * seg / (p_.reduceGBs * 1e3) + seg * red);
+  return inside + across + copy + (g - 1) * std::max(inside + copy + acrossCpu, across);
 }
 
 // ---- the whole model ----

@@ -118,7 +118,8 @@ class HierModel {
   double bestUs(size_t bytes) const { return useLeaders(bytes) ? leadersUs(bytes) : ringsUs(bytes); }
   // The hierarchical all-gather (reduce: reduce-scatter) of one rank's block: a ring per
   // local index across hosts and a ring of columns inside each host, plus the copy
-  // between rank order and column order. Infinity unless hosts are uniform.
+  // between rank order and column order, in segments that overlap the two. Infinity
+  // unless hosts are uniform.
   double gatherScatterUs(double blockBytes, bool reduce) const;
 
  private:

@@ -27,6 +27,9 @@ class Algorithm {
 // each rank's n-1 receptions and folds cost more than the rounds they save (measured on
 // one host, 3 to 8 ranks: ahead up to 4-8 KiB of buffer with 3-4 ranks, 1 KiB with 8).
 inline constexpr size_t kOneShotMaxTotalBytes = 32 << 10;
+// ... and communicators of up to this many ranks: each rank posts n-1 messages at once,
+// and the cost model prices all n x (n-1) pairs.
+inline constexpr int kOneShotMaxRanks = 64;
 
 // Every algorithm built into the library, in preference order per collective.
 const std::vector<const Algorithm*>& algorithmTable();

@@ -65,16 +65,16 @@ void runTwoPhasePipeline(Comm& comm, Progress& pg, const TwoPhasePipeline& p) {
   std::deque<Running> phase[2];
   int next[2] = {0, 0}, finished = 0;
   std::vector<char> firstDone(static_cast<size_t>(p.segments), 0);
-  auto free = [](const std::deque<Running>& q) { return q.empty() || (q.size() == 1 && q.back().task->allPosted()); };
+  auto canStart = [](const std::deque<Running>& q) { return q.empty() || (q.size() == 1 && q.back().task->allPosted()); };
   while (finished < p.segments) {
     bool acted = false;
-    while (next[0] < p.segments && free(phase[0])) {
+    while (next[0] < p.segments && canStart(phase[0])) {
       const int s = next[0]++;
       if (p.beforeFirst) p.beforeFirst(s);
       phase[0].push_back({std::make_unique<RingTask>(comm, pg, p.first(s, s % 2)), s});
       acted = true;
     }
-    while (next[1] < p.segments && firstDone[next[1]] && free(phase[1])) {
+    while (next[1] < p.segments && firstDone[next[1]] && canStart(phase[1])) {
       const int s = next[1]++;
       phase[1].push_back({std::make_unique<RingTask>(comm, pg, p.second(s, s % 2)), s});
       acted = true;

@@ -2,7 +2,8 @@
 // rank at once, then folds all n buffers itself. One round where recursive doubling has
 // log2(n): where ranks share CPUs, every round waits for the peers to be scheduled, and
 // the one-shot waits once. The price is n-1 messages and n-1 folds per rank, so it only
-// pays while n x bytes stays small (kOneShotMaxTotalBytes) and the cost model says so.
+// pays while n x bytes stays small (kOneShotMaxTotalBytes, kOneShotMaxRanks) and the cost
+// model says so.
 //
 // Bit-identical results: every rank folds the same n buffers in rank order
 // (((x0 op x1) op x2) ...), so all of them compute the same value.
@@ -24,7 +25,8 @@ class OneShotAllReduce final : public Algorithm {
   const char* description() const override { return "one-shot: all-to-all of the whole buffer, local fold (tiny buffers)"; }
   OpKind kind() const override { return OpKind::AllReduce; }
   bool supports(const Comm& comm, const OpArgs& a) const override {
-    return a.count * typeSize(a.dtype) * static_cast<size_t>(comm.nranks()) <= kOneShotMaxTotalBytes;
+    return comm.nranks() <= kOneShotMaxRanks &&
+           a.count * typeSize(a.dtype) * static_cast<size_t>(comm.nranks()) <= kOneShotMaxTotalBytes;
   }
 
   void run(Comm& comm, const OpArgs& a) const override {

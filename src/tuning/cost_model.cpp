@@ -297,7 +297,7 @@ CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nr
   // One-shot: all pairs at once. Each rank copies to its same-host peers one after the
   // other; the inter-host flows share the hosts' links.
   std::vector<std::pair<int, int>> all, net;
-  for (int a = 0; a < n; ++a) {
+  for (int a = 0; n <= kOneShotMaxRanks && a < n; ++a) {
     double perByte = 0;
     for (int b = 0; b < n; ++b) {
       if (a == b) continue;
@@ -384,7 +384,7 @@ double CostModel::allReduce(const std::string& algo, double s) const {
     return t;
   }
   if (algo == "oneshot") {
-    if (n * s > kOneShotMaxTotalBytes) return kInf;
+    if (n_ > kOneShotMaxRanks || n * s > kOneShotMaxTotalBytes) return kInf;
     // One stage: the n-1 messages are posted together, so a rank waits for its peers to
     // be scheduled once (one msgUs), and each further message costs only its software
     // part; then it folds the n buffers.

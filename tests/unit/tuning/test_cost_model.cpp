@@ -384,6 +384,10 @@ TEST(CostModel, SharedCpusTakeTinyBuffersInOneShot) {
     const double lat = flowsHop(busy, {{0, 1}}).latUs;
     EXPECT_NEAR(m.estimate(OpKind::AllReduce, "oneshot", 0), lat + p.msgUs + (n - 2) * (p.msgUs - p.oversubUs), 1e-9);
   }
+  // Beyond kOneShotMaxRanks the model does not price it (nor the algorithm take the call).
+  EXPECT_EQ(CostModel(makeJob(std::vector<std::string>(kOneShotMaxRanks + 1, "A")), CostParams{})
+                .estimate(OpKind::AllReduce, "oneshot", 8),
+            INFINITY);
   // CPUs to spare: a round costs no wait, and recursive doubling's fewer messages win.
   JobTopo calm = jobWithCpus(std::vector<std::string>(8, "A"), 1, true);
   EXPECT_EQ(best(CostModel(calm, CostParams::forJob(cfg, 512 << 10, calm)), OpKind::AllReduce, 8, allReduceAlgos()), "rd");

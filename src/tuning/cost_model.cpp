@@ -345,6 +345,16 @@ CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nr
   tree_ = flowsHop(job, treeEdges, p_.netMsgUs, &groups);
   rootedTree_ = flowsHop(job, rootedEdges, p_.netMsgUs, &groups);
   treeDepth_ = patterns::treeDepth(n);
+  // Per chunk, a rank sends and receives two messages per tree it is not the root of (one
+  // up, one down) and two per child; the busiest rank sets the pace.
+  for (int pos = 0; pos < n; ++pos) {
+    int msgs = 0;
+    for (int t = 0; t < 2; ++t) {
+      const patterns::TreeNode node = patterns::dtreeNode(n, t, pos);
+      msgs += 2 * node.numChildren() + (node.parent >= 0 ? 2 : 0);
+    }
+    treeMsgsPerChunk_ = std::max(treeMsgsPerChunk_, msgs);
+  }
   for (int d = 1; d < n; d *= 2) {
     std::vector<std::pair<int, int>> step;
     for (int pos = 0; pos < n; ++pos) step.push_back({ring.order[pos], ring.order[(pos - d % n + n) % n]});
@@ -403,9 +413,15 @@ double CostModel::allReduce(const std::string& algo, double s) const {
     return t;
   }
   if (algo == "tree") {
-    double half = s / 2, c = std::min<double>(p_.chunkBytes, half);
-    double fill = 2 * treeDepth_ * (tree_.latUs + o + tree_.wire(c) + reduceUs(c));
-    return fill + chunksOf(half) * (p_.overlap(4 * tree_.wire(c), 2 * reduceUs(c)) + 8 * o);
+    // A message cost o covers one send and one receive, as on a ring step. The fill
+    // carries the first chunk of each half up the tree (per level a parent takes two
+    // children's chunks, reduces both and sends one on) and down (takes one, sends two);
+    // the other chunks follow one per period of the busiest rank.
+    const double half = s / 2, c = std::min<double>(p_.chunkBytes, half);
+    const double up = tree_.latUs + 1.5 * o + tree_.wire(c) + 2 * reduceUs(c);
+    const double down = tree_.latUs + 1.5 * o + 2 * tree_.wire(c);
+    const double period = p_.overlap(4 * tree_.wire(c), 2 * reduceUs(c)) + treeMsgsPerChunk_ / 2.0 * o;
+    return treeDepth_ * (up + down) + (chunksOf(half) - 1) * period;
   }
   if (algo == "hier") return hier_.bestUs(static_cast<size_t>(s));
   return kInf;

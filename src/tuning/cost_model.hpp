@@ -175,6 +175,7 @@ class CostModel {
   };
   std::vector<TreePath> rootedPaths_;
   int treeDepth_ = 0;
+  int treeMsgsPerChunk_ = 0;     // messages (sends + receives) per chunk at the busiest rank
   std::vector<Hop> bruckSteps_;  // all-gather dissemination steps over ring order
   std::vector<Hop> hdRankSteps_; // reduce-scatter halving over rank order (mask p2/2 ... 1)
   Hop hdRankFold_;

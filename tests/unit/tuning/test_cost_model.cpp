@@ -396,6 +396,17 @@ TEST(CostModel, SharedCpusTakeTinyBuffersInOneShot) {
             "oneshot");
 }
 
+// Three ranks on 2 CPUs of one host: the double binary tree is one level deep, and a
+// buffer of one pipeline chunk per half goes up and down it once (measured side by side
+// with perf/topo/algo_sweep at 32 KiB: tree 11.3-11.6 us, rd 12.4-12.8, hd 15.3, ring
+// 16.2). The model had priced the first chunk twice (the fill and one more period).
+TEST(CostModel, AOneChunkTreeCostsItsFillAlone) {
+  JobTopo three = jobWithCpus({"A", "A", "A"}, 2, false);
+  CostModel m(three, CostParams::forJob(Config::fromEnv(), 512 << 10, three));
+  EXPECT_EQ(best(m, OpKind::AllReduce, 32 << 10, allReduceAlgos()), "tree");
+  EXPECT_NE(best(m, OpKind::AllReduce, 1 << 10, allReduceAlgos()), "tree");
+}
+
 // Two simulated hosts of 2 ranks on one 2-CPU kernel (the netns benchmark set-up): the
 // pipelined algorithms' overlap needs CPUs the ranks do not have, so where the network
 // is fast enough for the CPUs to be the bottleneck, halving-doubling costs about what the

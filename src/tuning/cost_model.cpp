@@ -99,6 +99,7 @@ CostParams CostParams::forJob(const Config& cfg, size_t chunkBytes, const JobTop
   // Each rank gets 1/over of a core for its reductions.
   p.reduceGBs /= over;
   p.sharedCpus = over > 1.0;
+  p.localInKernel = cfg.getStr("COLL_TRANSPORT") == "tcp";
   return p;
 }
 
@@ -121,16 +122,18 @@ Hop flowsHop(const JobTopo& job, const std::vector<std::pair<int, int>>& flows, 
     h.latUs = std::max(h.latUs, l.latUs);
     h.bwGBs = std::min(h.bwGBs, std::max(1e-6, l.bwGBs) / share);
   }
-  if (netMsgUs > 0 && !out.empty()) {
-    // Each inter-host message costs its sender's and its receiver's kernel CPU time (the
-    // socket calls, the protocol stack), half each. More of them at once than a kernel
-    // has CPUs wait for each other: the stage takes that much longer.
+  const bool localInKernel = groups && groups->localInKernel;
+  if (netMsgUs > 0 && (!out.empty() || localInKernel)) {
+    // Each inter-host message (and, over sockets, each intra-host one) costs its sender's
+    // and its receiver's kernel CPU time (the socket calls, the protocol stack), half
+    // each. More of them at once than a kernel has CPUs wait for each other: the stage
+    // takes that much longer.
     KernelGroups own;
     if (!groups) own = kernelGroups(job);
     const KernelGroups& g = groups ? *groups : own;
     std::vector<double> ends(g.cpus.size(), 0.0);
     for (auto [a, b] : flows)
-      if (job.hostOf(a) != job.hostOf(b)) {
+      if (localInKernel || job.hostOf(a) != job.hostOf(b)) {
         ends[static_cast<size_t>(g.of[static_cast<size_t>(a)])] += 0.5;
         ends[static_cast<size_t>(g.of[static_cast<size_t>(b)])] += 0.5;
       }
@@ -150,7 +153,8 @@ int hierSegments(size_t bytes, const CostParams& p) {
 // ---- hierarchical all-reduce ----
 
 HierModel::HierModel(const JobTopo& job, const CostParams& p) : p_(p), lay_(patterns::hierLayout(job, 0)) {
-  const KernelGroups groups = kernelGroups(job);
+  KernelGroups groups = kernelGroups(job);
+  groups.localInKernel = p.localInKernel;
   const patterns::HierLayout& lay = lay_;
   hosts_ = lay.nhosts();
   uniform_ = lay.uniform;
@@ -275,7 +279,8 @@ std::vector<Hop> hdHops(const JobTopo& job, const std::vector<int>& order, const
 }  // namespace
 
 CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nranks()), hier_(job, p) {
-  const KernelGroups groups = kernelGroups(job);
+  KernelGroups groups = kernelGroups(job);
+  groups.localInKernel = p.localInKernel;
   const int n = n_;
   ring_ = patterns::ringLayout(job);
   const patterns::RingLayout& ring = ring_;

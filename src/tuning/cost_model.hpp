@@ -55,6 +55,9 @@ struct CostParams {
   // previous chunk's reduction, the hierarchical intra-host phases with the inter-host
   // one) adds up instead.
   bool sharedCpus = false;
+  // COLL_TRANSPORT=tcp: ranks of one host talk through sockets, whose messages cost
+  // kernel CPU time like inter-host ones (netMsgUs).
+  bool localInKernel = false;
   // max(a, b) for work that overlaps on separate CPUs, a + b when they are shared.
   double overlap(double a, double b) const { return sharedCpus ? a + b : (a > b ? a : b); }
   // The model's tunables from cfg; chunkBytes is the pipelined algorithms' chunk
@@ -76,6 +79,9 @@ struct KernelGroups {
   std::vector<int> of;
   std::vector<int> ranks;
   std::vector<double> cpus;
+  // Messages inside a host go through the kernel too (COLL_TRANSPORT=tcp): flowsHop
+  // then queues them with the inter-host ones.
+  bool localInKernel = false;
 };
 KernelGroups kernelGroups(const JobTopo& job);
 
@@ -87,7 +93,8 @@ double oversubscription(const JobTopo& job);
 // The stage made of `flows` (sender, receiver) running at once. Empty: a zero hop.
 // netMsgUs > 0: an inter-host message's kernel CPU time (CostParams::netMsgUs), added to
 // the stage's latency for every round of such messages queued beyond the CPUs of the
-// kernels that run them (groups: kernelGroups(job), computed here when not given).
+// kernels that run them (groups: kernelGroups(job), computed here when not given; with
+// groups->localInKernel, intra-host messages count as well).
 Hop flowsHop(const JobTopo& job, const std::vector<std::pair<int, int>>& flows, double netMsgUs = 0,
              const KernelGroups* groups = nullptr);
 

@@ -31,8 +31,28 @@ HierPlace hierPlace(const Comm& comm) {
   return p;
 }
 
-bool hierGridUsable(const Comm& comm) {
+bool HierGridAlgorithm::supports(const Comm& comm, const OpArgs&) const {
   return comm.topology().nhosts() >= 2 && comm.costModel().hier().uniform();
+}
+
+RingTaskSpec HierGrid::acrossHosts(int s, collDataType_t dt) const {
+  RingTaskSpec r;
+  r.members = place.lay->column(place.local);
+  r.pos = place.host;
+  r.blocks = Blocks::equal(seg.cnt(s));
+  r.dt = dt;
+  r.dst = columnOf(s, place.local);
+  return r;
+}
+
+RingTaskSpec HierGrid::insideHost(int s, collDataType_t dt) const {
+  RingTaskSpec r;
+  r.members = place.row();
+  r.pos = place.local;
+  r.blocks = Blocks::equal(seg.cnt(s) * place.H);
+  r.dt = dt;
+  r.dst = region(s);
+  return r;
 }
 
 HierGrid hierGrid(Comm& comm, const OpArgs& a, int scratchSlot) {

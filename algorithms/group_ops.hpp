@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "algorithms/algorithm.hpp"
 #include "algorithms/exec.hpp"
 #include "algorithms/patterns/layout.hpp"
 #include "algorithms/ring_task.hpp"
@@ -49,9 +50,22 @@ struct HierGrid {
   size_t segOffset(int s) const { return seg.off(s) * es; }
   char* region(int s) const { return data + static_cast<size_t>(place.H * place.L) * segOffset(s); }
   char* columnOf(int s, int i) const { return region(s) + static_cast<size_t>(i * place.H) * segBytes(s); }
+  // Ring tasks over segment s, results in place: across hosts among this rank's column
+  // (one block per host, this rank's column as dst), and inside the host among its row
+  // (one column per local rank, the region as dst). The caller sets base, steps and
+  // where the data comes from.
+  RingTaskSpec acrossHosts(int s, collDataType_t dt) const;
+  RingTaskSpec insideHost(int s, collDataType_t dt) const;
 };
-bool hierGridUsable(const Comm& comm);
 HierGrid hierGrid(Comm& comm, const OpArgs& a, int scratchSlot);
+
+// Base of the hierarchical all-gather and reduce-scatter: named "hier", and run only where
+// the job spans hosts of equal size.
+class HierGridAlgorithm : public Algorithm {
+ public:
+  const char* name() const override { return "hier"; }
+  bool supports(const Comm& comm, const OpArgs&) const override;
+};
 
 // Copies one piece of every rank's block between rank order and column order: rank r's
 // block starts at rankBuf + r * stride, the piece at `offset` in it, `len` bytes; in

@@ -20,49 +20,39 @@ namespace {
 // Comm::scratch slot of the column-ordered copy of the output (HierGrid).
 constexpr int kGridSlot = 3;
 
-class HierAllGather final : public Algorithm {
+class HierAllGather final : public HierGridAlgorithm {
  public:
-  const char* name() const override { return "hier"; }
   const char* description() const override {
     return "a ring per local rank across hosts, then a ring of columns inside each host";
   }
   OpKind kind() const override { return OpKind::AllGather; }
-  bool supports(const Comm& comm, const OpArgs&) const override { return hierGridUsable(comm); }
 
   void run(Comm& comm, const OpArgs& a) const override {
     const HierGrid g = hierGrid(comm, a, kGridSlot);
     const HierPlace& p = g.place;
-    const char* in = static_cast<const char*>(a.sendbuf);
-    char* out = static_cast<char*>(a.recvbuf);
     TwoPhasePipeline pipe;
     pipe.segments = g.segments;
     pipe.beforeFirst = [&](int s) {
-      memcpy(g.columnOf(s, p.local) + p.host * g.segBytes(s), in + g.segOffset(s), g.segBytes(s));
+      memcpy(g.columnOf(s, p.local) + p.host * g.segBytes(s), static_cast<const char*>(a.sendbuf) + g.segOffset(s),
+             g.segBytes(s));
     };
     pipe.first = [&](int s, int) {
-      RingTaskSpec across;
-      across.members = p.lay->column(p.local);
-      across.pos = across.base = p.host;
+      RingTaskSpec across = g.acrossHosts(s, a.dtype);
+      across.base = p.host;
       across.steps = p.H - 1;
-      across.blocks = Blocks::equal(g.seg.cnt(s));
-      across.dt = a.dtype;
-      across.dst = g.columnOf(s, p.local);
       across.firstSrc = across.dst + p.host * g.segBytes(s);
       return across;
     };
     pipe.second = [&](int s, int) {
-      RingTaskSpec inside;
-      inside.members = p.row();
-      inside.pos = inside.base = p.local;
+      RingTaskSpec inside = g.insideHost(s, a.dtype);
+      inside.base = p.local;
       inside.steps = p.L - 1;
-      inside.blocks = Blocks::equal(g.seg.cnt(s) * p.H);
-      inside.dt = a.dtype;
       inside.firstSrc = g.columnOf(s, p.local);
-      inside.dst = g.region(s);
       return inside;
     };
     pipe.afterSecond = [&](int s) {
-      permuteGridBlocks(*p.lay, g.region(s), out, a.count * g.es, g.segOffset(s), g.segBytes(s), false);
+      permuteGridBlocks(*p.lay, g.region(s), static_cast<char*>(a.recvbuf), a.count * g.es, g.segOffset(s),
+                        g.segBytes(s), false);
     };
     Progress pg(comm, "all-gather (hier)");
     runTwoPhasePipeline(comm, pg, pipe);

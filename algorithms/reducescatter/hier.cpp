@@ -21,58 +21,48 @@ namespace {
 // of received chunks for the two tasks each phase may run at once.
 constexpr int kGridSlot = 3, kInsideSlot = 4, kAcrossSlot = 6;
 
-class HierReduceScatter final : public Algorithm {
+class HierReduceScatter final : public HierGridAlgorithm {
  public:
-  const char* name() const override { return "hier"; }
   const char* description() const override {
     return "a ring of columns inside each host, then a ring per local rank across hosts";
   }
   OpKind kind() const override { return OpKind::ReduceScatter; }
-  bool supports(const Comm& comm, const OpArgs&) const override { return hierGridUsable(comm); }
 
   void run(Comm& comm, const OpArgs& a) const override {
     const HierGrid g = hierGrid(comm, a, kGridSlot);
     const HierPlace& p = g.place;
-    const char* in = static_cast<const char*>(a.sendbuf);
-    char* out = static_cast<char*>(a.recvbuf);
     TwoPhasePipeline pipe;
     pipe.segments = g.segments;
     pipe.beforeFirst = [&](int s) {
-      permuteGridBlocks(*p.lay, in, g.region(s), a.count * g.es, g.segOffset(s), g.segBytes(s), true);
+      permuteGridBlocks(*p.lay, static_cast<const char*>(a.sendbuf), g.region(s), a.count * g.es, g.segOffset(s),
+                        g.segBytes(s), true);
     };
     // Both rings reduce in place: each block's own contribution is read once, when the
     // partial sum of that block arrives, and the sum takes its place.
     pipe.first = [&](int s, int parity) {
-      RingTaskSpec inside;
-      inside.members = p.row();
-      inside.pos = p.local;
+      RingTaskSpec inside = g.insideHost(s, a.dtype);
+      inside.op = a.op;
       inside.base = modRank(p.local - 1, p.L);  // ends with column `local` after L-1 steps
       inside.steps = inside.reduceSteps = p.L - 1;
-      inside.blocks = Blocks::equal(g.seg.cnt(s) * p.H);
-      inside.dt = a.dtype;
-      inside.op = a.op;
-      inside.local = inside.dst = g.region(s);
+      inside.local = inside.dst;
       inside.firstSrc = g.columnOf(s, inside.base);
       inside.scratchSlot = kInsideSlot + parity;
       return inside;
     };
     pipe.second = [&](int s, int parity) {
-      RingTaskSpec across;
-      across.members = p.lay->column(p.local);
-      across.pos = p.host;
+      RingTaskSpec across = g.acrossHosts(s, a.dtype);
+      across.op = a.op;
       across.base = modRank(p.host - 1, p.H);  // ends with this rank's own block
       across.steps = across.reduceSteps = p.H - 1;
-      across.blocks = Blocks::equal(g.seg.cnt(s));
-      across.dt = a.dtype;
-      across.op = a.op;
-      across.local = across.dst = g.columnOf(s, p.local);
+      across.local = across.dst;
       across.firstSrc = across.local + across.base * g.segBytes(s);
       across.avgDivisor = a.op == collAvg ? comm.nranks() : 0;
       across.scratchSlot = kAcrossSlot + parity;
       return across;
     };
     pipe.afterSecond = [&](int s) {
-      memcpy(out + g.segOffset(s), g.columnOf(s, p.local) + p.host * g.segBytes(s), g.segBytes(s));
+      memcpy(static_cast<char*>(a.recvbuf) + g.segOffset(s), g.columnOf(s, p.local) + p.host * g.segBytes(s),
+             g.segBytes(s));
     };
     Progress pg(comm, "reduce-scatter (hier)");
     runTwoPhasePipeline(comm, pg, pipe);

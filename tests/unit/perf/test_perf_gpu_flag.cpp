@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <string>
 
-#if PERF_HAVE_CUDA
 #include "../shell_util.hpp"
+#if PERF_HAVE_CUDA
 #include "device_buffers.hpp"
 #endif
 

@@ -21,7 +21,17 @@ extern "C" {
 /* collGetVersion returns COLL_VERSION_CODE: major*10000 + minor*100 + patch. */
 #define COLL_VERSION_CODE (COLL_MAJOR * 10000 + COLL_MINOR * 100 + COLL_PATCH)
 
-typedef enum {
+/* In C++ these enums get int as their fixed underlying type, so that every int value is
+ * a value of the type there as in C: a bad value passed in, say (collDataType_t)42, is
+ * refused with collInvalidArgument rather than being undefined behaviour. The size and
+ * the calling convention are those of int either way. */
+#ifdef __cplusplus
+#define COLL_ENUM_BASE : int
+#else
+#define COLL_ENUM_BASE
+#endif
+
+typedef enum COLL_ENUM_BASE {
   collSuccess = 0,
   collInvalidArgument = 1,   /* a bad value was passed (null buffer, bad type, rank out of range...) */
   collInvalidUsage = 2,      /* a call in the wrong state (use after destroy, mismatched group...) */
@@ -35,7 +45,7 @@ typedef enum {
 } collResult_t;
 
 /* Same numbering as NCCL so that code written for one ports to the other. */
-typedef enum {
+typedef enum COLL_ENUM_BASE {
   collInt8 = 0, collChar = 0,
   collUint8 = 1,
   collInt32 = 2, collInt = 2,
@@ -49,7 +59,7 @@ typedef enum {
   collNumTypes = 10
 } collDataType_t;
 
-typedef enum {
+typedef enum COLL_ENUM_BASE {
   collSum = 0,
   collProd = 1,
   collMax = 2,

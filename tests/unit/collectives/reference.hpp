@@ -86,12 +86,14 @@ inline void expectedValue(void* out, size_t i, collDataType_t dt, collRedOp_t op
   auto greater = [&](int64_t a, int64_t b) {
     return dt == collUint64 ? static_cast<uint64_t>(a) > static_cast<uint64_t>(b) : a > b;
   };
+  auto u64 = [](int64_t x) { return static_cast<uint64_t>(x); };
   int64_t acc = asType(smallValue(seed, 0, i, op));
   for (int r = 1; r < n; ++r) {
     int64_t v = asType(smallValue(seed, r, i, op));
     switch (op) {
-      case collSum: case collAvg: acc += v; break;
-      case collProd: acc *= v; break;
+      // Wrapping, as the library computes integers (in the unsigned type: no overflow UB).
+      case collSum: case collAvg: acc = static_cast<int64_t>(u64(acc) + u64(v)); break;
+      case collProd: acc = static_cast<int64_t>(u64(acc) * u64(v)); break;
       case collMax: acc = greater(v, acc) ? v : acc; break;
       case collMin: acc = greater(acc, v) ? v : acc; break;
       default: break;

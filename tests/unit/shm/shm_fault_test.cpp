@@ -339,7 +339,8 @@ void writeHeader(Pair& p, uint64_t at, uint32_t tag, uint32_t seq, const std::ve
   uint8_t* line = seg.ring(ch) + at;
   shm::Record rec{tag, seq, payload.size(), 0, RegionRef{}};
   std::memcpy(line, &rec, sizeof rec);
-  std::memcpy(line + (tag == shm::kTagWhole ? shm::kLine : shm::kInlineOffset), payload.data(), payload.size());
+  if (!payload.empty())
+    std::memcpy(line + (tag == shm::kTagWhole ? shm::kLine : shm::kInlineOffset), payload.data(), payload.size());
   const uint64_t word = shm::sealWord(tag, seq, key ? *key : seg.recordKey(ch));
   std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(line)).store(word, std::memory_order_release);
 }

@@ -116,7 +116,7 @@ int exchange(Link* link, int me, const std::vector<size_t>& sizes, bool sharedBu
     uint8_t* o = sharedBuffers ? sOut->at(i) : out[i].data();
     uint8_t* r = sharedBuffers ? sIn->at(i) : in[i].data();
     uint8_t* m = sharedBuffers ? sMirror->at(i) : mirror[i].data();
-    if (sharedBuffers) std::memcpy(o, out[i].data(), sizes[i]);
+    if (sharedBuffers && sizes[i] != 0) std::memcpy(o, out[i].data(), sizes[i]);
     sx[i] = Xfer{o, sizes[i]};
     if (i % 3 != 0) sx[i].mirror = m;
     rx[i] = Xfer{r, sizes[i]};
@@ -127,7 +127,7 @@ int exchange(Link* link, int me, const std::vector<size_t>& sizes, bool sharedBu
   drive({link}, all);
   int bad = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sharedBuffers) {
+    if (sharedBuffers && sizes[i] != 0) {
       std::memcpy(in[i].data(), sIn->at(i), sizes[i]);
       std::memcpy(mirror[i].data(), sMirror->at(i), sizes[i]);
     }

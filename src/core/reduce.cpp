@@ -47,12 +47,18 @@
 
 // Run-time ISA dispatch needs GCC (clang 14 clones no templates and knows no "f16c");
 // other compilers get the baseline vectorised loops and the portable conversions.
+// Under ThreadSanitizer the loops are not cloned: the loader runs the clones' ifunc
+// resolvers before the sanitizer's runtime is set up, and they crash.
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__)
 #define COLL_X86_DISPATCH 1
 #include <immintrin.h>
+#ifndef __SANITIZE_THREAD__
 #define COLL_KERNEL __attribute__((target_clones("avx2", "default")))
+#endif
 #else
 #define COLL_X86_DISPATCH 0
+#endif
+#ifndef COLL_KERNEL
 #define COLL_KERNEL
 #endif
 

@@ -303,12 +303,14 @@ TEST(StreamExecutor, GroupRunsAllItsOpsInOneHostCall) {
 }
 
 TEST(StreamExecutor, FailedCopyBackIsReportedAndItsStagingNotReused) {
-  Harness h;
-  h.backend->failOwnStreamEvents = true;
-  fake::Stream stream;
+  // Declared before the harness, so they outlive it: only its event fails, and the fake
+  // copy stream may still be writing the copy-back into recv when the test ends.
   std::vector<float> send = iota(32), recv(32);
   std::vector<HostView> views;
   std::mutex mu;
+  Harness h;
+  h.backend->failOwnStreamEvents = true;
+  fake::Stream stream;
   h.exec->enqueue(&stream, floats(send.data(), recv.data(), 32), doubler(&views, &mu));
   ASSERT_TRUE(stream.sync());
   ASSERT_TRUE(h.exec->waitIdle(5));

@@ -87,7 +87,8 @@ TEST(PerfRegister, AllocationFailureIsAnError) {
       "ulimit -v 4000000 && " + std::string(COLLECTIVERUN) + " --timeout 60 -np 2 " +
       tool("all_gather_perf") + " -R 1 -b 8 -e 8G -n 1 -w 0");
   if (r.out.find("collCommInitFromEnv failed") != std::string::npos ||
-      r.out.find("Sanitizer failed to allocate") != std::string::npos)  // a sanitizer build
+      r.out.find("Sanitizer failed to allocate") != std::string::npos ||  // ASan
+      r.out.find("Sanitizer: CHECK failed") != std::string::npos)          // TSan
     GTEST_SKIP() << "the job does not start under ulimit -v here:\n" << r.out;
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("collMemAlloc(8589934592 bytes) failed"), std::string::npos) << r.out;

@@ -1,7 +1,8 @@
 // Ranks as processes, each with its own environment: the way to put ranks of one test on
-// different simulated hosts (COLL_HOST_ID is read once per process). The parent makes the
-// unique id (and with it the rendezvous root), forks one child per rank, and collects each
-// child's exit status and the 64-bit values it reports (result hashes) over a pipe.
+// different simulated hosts (COLL_HOST_ID is read once per process). The parent forks one
+// child per rank, then makes the unique id (and with it the rendezvous root) and passes it
+// to each over a pipe, and collects each child's exit status and the 64-bit values it
+// reports (result hashes) over another.
 #pragma once
 
 #include <sys/wait.h>
@@ -27,21 +28,46 @@ using Env = std::vector<std::pair<std::string, std::string>>;
 // body(rank, comm, report) returns the number of failures it found (its exit status).
 using ProcBody = std::function<int(int, collComm_t, std::vector<uint64_t>&)>;
 
+// Reads exactly sizeof(id) bytes; false on end of file or error.
+inline bool readId(int fd, collUniqueId* id) {
+  auto* p = reinterpret_cast<char*>(id);
+  size_t got = 0;
+  while (got < sizeof *id) {
+    ssize_t k = read(fd, p + got, sizeof *id - got);
+    if (k <= 0) return false;
+    got += static_cast<size_t>(k);
+  }
+  return true;
+}
+
 inline std::vector<ProcResult> runProcs(const std::vector<std::string>& hostOfRank, const Env& env,
                                         const ProcBody& body) {
   const int n = static_cast<int>(hostOfRank.size());
-  collUniqueId id;
-  if (collGetUniqueId(&id) != collSuccess) return {};
   std::vector<pid_t> pids(n, -1);
-  std::vector<int> fds(n, -1);
+  std::vector<int> fds(n, -1), idFds(n, -1);
+  // The children are forked before the unique id exists and get it over a pipe: making it
+  // starts the rendezvous root's thread here, and a child forked while that thread runs
+  // may inherit a lock it holds (a child hung that way under ThreadSanitizer).
   for (int r = 0; r < n; ++r) {
-    int p[2];
+    int p[2], q[2];
     if (pipe(p) != 0) break;
+    if (pipe(q) != 0) {
+      close(p[0]);
+      close(p[1]);
+      break;
+    }
     fflush(nullptr);
     pid_t pid = fork();
     if (pid == 0) {
       close(p[0]);
+      close(q[1]);
+      // Earlier children's id pipes: a copy of a write end here would keep them from
+      // seeing the end of the file if the parent gives up.
+      for (int k = 0; k < r; ++k) close(idFds[k]);
       alarm(120);  // a hung child must not hang the test run
+      collUniqueId id;
+      if (!readId(q[0], &id)) _exit(100);
+      close(q[0]);
       setenv("COLL_HOST_ID", hostOfRank[r].c_str(), 1);
       for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
       collComm_t comm = nullptr;
@@ -59,8 +85,23 @@ inline std::vector<ProcResult> runProcs(const std::vector<std::string>& hostOfRa
       _exit(fails > 99 ? 99 : fails);
     }
     close(p[1]);
+    close(q[0]);
+    if (pid < 0) {
+      close(p[0]);
+      close(q[1]);
+      break;
+    }
     pids[r] = pid;
     fds[r] = p[0];
+    idFds[r] = q[1];
+  }
+  collUniqueId id;
+  const bool haveId = collGetUniqueId(&id) == collSuccess;
+  for (int r = 0; r < n; ++r) {
+    if (idFds[r] < 0) continue;
+    if (haveId && write(idFds[r], &id, sizeof id) != static_cast<ssize_t>(sizeof id))
+      fprintf(stderr, "rank %d: could not pass the unique id\n", r);
+    close(idFds[r]);  // without an id, the child sees the end of the file and exits 100
   }
   std::vector<ProcResult> out(n);
   for (int r = 0; r < n; ++r) {
@@ -72,6 +113,7 @@ inline std::vector<ProcResult> runProcs(const std::vector<std::string>& hostOfRa
     if (pids[r] > 0 && waitpid(pids[r], &st, 0) == pids[r])
       out[r].status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   }
+  if (!haveId) return {};
   return out;
 }
 

@@ -9,6 +9,9 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -21,7 +24,7 @@ struct Fd {
   ~Fd() { if (fd >= 0) ::close(fd); }
 };
 
-uint8_t* mapShared(int fd, size_t bytes, const std::string& name) {
+uint8_t* mmapShared(int fd, size_t bytes, const std::string& name) {
   // MAP_POPULATE faults the pages in now, so the first messages through the rings do not
   // pay a page fault each on the latency path.
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
@@ -32,6 +35,57 @@ uint8_t* mapShared(int fd, size_t bytes, const std::string& name) {
   }
   return static_cast<uint8_t*>(p);
 }
+
+#ifdef __SANITIZE_THREAD__
+// Under ThreadSanitizer, ranks that are threads of one process share one mapping of each
+// segment. The sanitizer keys memory and synchronisation by address: with a mapping per
+// rank it could not pair a release-store through one with the acquire-load through the
+// other, and would report every ring access. One address per object lets it check the
+// rings' ordering for real. Ordinary builds keep a mapping per rank, as between processes.
+struct SharedMaps {
+  struct Map {
+    uint8_t* base;
+    size_t bytes;
+    int refs;
+  };
+  std::mutex mu;
+  std::map<std::pair<dev_t, ino_t>, Map> byFile;
+  static SharedMaps& instance() {
+    static SharedMaps* m = new SharedMaps;  // never destroyed: segments may outlive statics
+    return *m;
+  }
+};
+
+uint8_t* mapShared(int fd, size_t bytes, const std::string& name) {
+  struct stat st;
+  COLL_SYSCHECK(fstat(fd, &st), strCat("shm: fstat of segment ", name));
+  SharedMaps& m = SharedMaps::instance();
+  std::lock_guard<std::mutex> lock(m.mu);
+  auto it = m.byFile.find({st.st_dev, st.st_ino});
+  if (it != m.byFile.end() && it->second.bytes == bytes) {
+    ++it->second.refs;
+    return it->second.base;
+  }
+  uint8_t* p = mmapShared(fd, bytes, name);
+  if (it == m.byFile.end()) m.byFile.emplace(std::make_pair(st.st_dev, st.st_ino), SharedMaps::Map{p, bytes, 1});
+  return p;
+}
+
+void unmapShared(uint8_t* base, size_t bytes) {
+  SharedMaps& m = SharedMaps::instance();
+  std::lock_guard<std::mutex> lock(m.mu);
+  for (auto it = m.byFile.begin(); it != m.byFile.end(); ++it) {
+    if (it->second.base != base) continue;
+    if (--it->second.refs > 0) return;
+    m.byFile.erase(it);
+    break;
+  }
+  munmap(base, bytes);
+}
+#else
+uint8_t* mapShared(int fd, size_t bytes, const std::string& name) { return mmapShared(fd, bytes, name); }
+void unmapShared(uint8_t* base, size_t bytes) { munmap(base, bytes); }
+#endif
 
 // A record key: random, and never zero (a zero key would leave headers as they are,
 // unsealed, and open() refuses it as a header written without keys).
@@ -77,7 +131,7 @@ Segment& Segment::operator=(Segment&& o) noexcept {
 
 void Segment::reset() {
   unlink();
-  if (base_) munmap(base_, bytes_);
+  if (base_) unmapShared(base_, bytes_);
   base_ = nullptr;
   bytes_ = 0;
 }

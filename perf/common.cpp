@@ -228,7 +228,7 @@ std::string usageText(const char* prog) {
      << "  -b,--minbytes <size>     smallest message (default 8)\n"
      << "  -e,--maxbytes <size>     largest message (default 128M)\n"
      << "  -f,--stepfactor <x>      multiply the size by x each step (default 2)\n"
-     << "  -i,--stepbytes <size>    add this many bytes each step (when -f is not > 1)\n"
+     << "  -i,--stepbytes <size>    add this many bytes each step (used when -i is given without -f, or -f is 1)\n"
      << "  -n,--iters <n>           timed iterations (default 20; fewer above 8M unless given)\n"
      << "  -w,--warmup_iters <n>    warm-up iterations (default 5; fewer above 8M unless given)\n"
      << "  -c,--check <0|1>         verify every output element (default 1)\n"

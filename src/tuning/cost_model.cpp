@@ -23,7 +23,8 @@ COLL_PARAM(kWakeUs, "COLL_TUNE_WAKE_US", "50",
 COLL_PARAM(kOversubUs, "COLL_TUNE_OVERSUB_US", "3", "cost model: extra microseconds per message for each rank beyond one per CPU on a host");
 COLL_PARAM(kReduceGBs, "COLL_TUNE_REDUCE_GBS", "4", "cost model: reduction throughput in GB/s");
 COLL_PARAM(kHierSegment, "COLL_HIER_SEGMENT_BYTES", "4M",
-           "hierarchical all-reduce: bytes per segment of its overlapped intra/inter-host phases");
+           "hierarchical all-reduce (rings), all-gather, reduce-scatter: bytes per segment of their overlapped "
+           "intra/inter-host phases (at least 4K)");
 COLL_PARAM(kHierVariant, "COLL_HIER_VARIANT", "auto",
            "hierarchical all-reduce: 'rings', 'leaders' or 'auto' (the cost model's pick)");
 

@@ -117,12 +117,21 @@ void validateOp(const Comm& comm, const OpArgs& op, const void* stream, bool str
   const bool needRecv = op.kind != OpKind::Send && !(op.kind == OpKind::Reduce && r != op.root);
   if (needSend) COLL_CHECK_ARG(op.sendbuf, "sendbuff is NULL with count ", op.count);
   if (needRecv) COLL_CHECK_ARG(op.recvbuf, "recvbuff is NULL with count ", op.count);
-  if (!needSend || !needRecv || op.sendbuf == op.recvbuf) return;
+  if (!needSend || !needRecv) return;
   // Out of place: the buffers must not overlap, except in the documented in-place forms.
   const char* s = static_cast<const char*>(op.sendbuf);
   const char* d = static_cast<const char*>(op.recvbuf);
-  if (op.kind == OpKind::AllGather && s == d + r * one) return;
-  if (op.kind == OpKind::ReduceScatter && d == s + r * one) return;
+  // All-gather and reduce-scatter share only the rank's own block: sendbuff == recvbuff is
+  // in place on rank 0 alone, elsewhere it overlaps another rank's block.
+  if (op.kind == OpKind::AllGather || op.kind == OpKind::ReduceScatter) {
+    const bool gather = op.kind == OpKind::AllGather;
+    if (gather ? s == d + r * one : d == s + r * one) return;
+    COLL_CHECK_ARG(!overlaps(s, sendBytes, d, recvBytes), "sendbuff and recvbuff overlap on rank ", r,
+                   gather ? ", but all-gather is in place only when sendbuff == recvbuff + rank * sendcount"
+                          : ", but reduce-scatter is in place only when recvbuff == sendbuff + rank * recvcount");
+    return;
+  }
+  if (s == d) return;
   COLL_CHECK_ARG(!overlaps(s, sendBytes, d, recvBytes),
                  "sendbuff and recvbuff overlap without being the same buffer (in-place)");
 }

@@ -102,6 +102,36 @@ TEST_F(BadInput, CountOverflowAndOverlap) {
   EXPECT_EQ(b_[0], 3);
 }
 
+// All-gather and reduce-scatter are in place at the rank's own block; sendbuff == recvbuff
+// is that on rank 0 only. On rank 1 it overlaps rank 0's block: it used to be taken as in
+// place and gave wrong results on both ranks for large counts.
+TEST(Errors, GatherScatterInPlaceOnlyAtOwnBlock) {
+  Job job(2);
+  ASSERT_TRUE(job.ok());
+  job.run([&](int r, collComm_t c) {
+    std::vector<int32_t> buf(8, r + 1);
+    collResult_t rc = collAllGather(buf.data(), buf.data(), 4, collInt32, c, nullptr);
+    if (r == 1) {
+      EXPECT_EQ(rc, collInvalidArgument);
+      EXPECT_TRUE(mentions(collGetLastError(c), "all-gather is in place only when")) << collGetLastError(c);
+      // The documented in-place form pairs with rank 0's call.
+      if (rc != collSuccess) rc = collAllGather(buf.data() + 4, buf.data(), 4, collInt32, c, nullptr);
+    }
+    ASSERT_EQ(rc, collSuccess) << collGetLastError(c);
+    EXPECT_EQ(buf[0], 1);
+    EXPECT_EQ(buf[7], 2);
+    std::fill(buf.begin(), buf.end(), r + 1);
+    rc = collReduceScatter(buf.data(), buf.data(), 4, collInt32, collSum, c, nullptr);
+    if (r == 1) {
+      EXPECT_EQ(rc, collInvalidArgument);
+      EXPECT_TRUE(mentions(collGetLastError(c), "reduce-scatter is in place only when")) << collGetLastError(c);
+      if (rc != collSuccess) rc = collReduceScatter(buf.data(), buf.data() + 4, 4, collInt32, collSum, c, nullptr);
+    }
+    ASSERT_EQ(rc, collSuccess) << collGetLastError(c);
+    EXPECT_EQ(buf[4 * r], 3);
+  });
+}
+
 TEST_F(BadInput, StreamWithoutCudaAndSelfSend) {
   int dummy;
   EXPECT_NE(collAllReduce(a_, b_, 4, collFloat32, collSum, c_, &dummy), collSuccess);

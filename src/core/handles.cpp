@@ -1,17 +1,21 @@
 #include "core/handles.hpp"
 
 #include <atomic>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "core/types.hpp"
 
 namespace coll {
 namespace {
 
-// The set of live handles is process-wide by nature: handles are process-wide.
+// The set of live handles is process-wide by nature: handles are process-wide. Each
+// remembers its kind, so that a request passed as a communicator (or a communicator's
+// address reused by a request after collCommDestroy) is refused, not used as one.
+enum class Kind : uint8_t { Comm, Request };
+
 struct Registry {
   std::mutex mu;
-  std::unordered_set<const void*> live;
+  std::unordered_map<const void*, Kind> live;
   // Bumped under mu by every unregistration: a thread's remembered answer for one handle
   // (below) holds while this has not moved.
   std::atomic<uint64_t> removals{0};
@@ -22,18 +26,36 @@ Registry& registry() {
 }
 
 thread_local std::string tlsLastError = "no error";
-// The handle this thread last found live, and the removal count at the time: every call
-// checks its handle, and a program calls with the same communicator over and over, so
-// this saves the lock and the hash lookup of nearly every check.
+// The handle this thread last found live, its kind, and the removal count at the time:
+// every call checks its handle, and a program calls with the same communicator over and
+// over, so this saves the lock and the hash lookup of nearly every check.
 thread_local const void* tlsLiveHandle = nullptr;
+thread_local Kind tlsLiveKind = Kind::Comm;
 thread_local uint64_t tlsLiveRemovals = 0;
+
+void add(const void* h, Kind k) {
+  std::lock_guard<std::mutex> lock(registry().mu);
+  registry().live[h] = k;
+}
+
+bool isLive(const void* h, Kind k) {
+  if (!h) return false;
+  Registry& r = registry();
+  if (h == tlsLiveHandle && k == tlsLiveKind && tlsLiveRemovals == r.removals.load(std::memory_order_acquire))
+    return true;
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.live.find(h);
+  if (it == r.live.end() || it->second != k) return false;
+  tlsLiveHandle = h;
+  tlsLiveKind = k;
+  tlsLiveRemovals = r.removals.load(std::memory_order_relaxed);
+  return true;
+}
 
 }  // namespace
 
-void registerHandle(const void* h) {
-  std::lock_guard<std::mutex> lock(registry().mu);
-  registry().live.insert(h);
-}
+void registerHandle(const collComm* h) { add(h, Kind::Comm); }
+void registerHandle(const collRequest* h) { add(h, Kind::Request); }
 
 void unregisterHandle(const void* h) {
   std::lock_guard<std::mutex> lock(registry().mu);
@@ -41,16 +63,8 @@ void unregisterHandle(const void* h) {
   registry().removals.fetch_add(1, std::memory_order_release);
 }
 
-bool isLiveHandle(const void* h) {
-  if (!h) return false;
-  Registry& r = registry();
-  if (h == tlsLiveHandle && tlsLiveRemovals == r.removals.load(std::memory_order_acquire)) return true;
-  std::lock_guard<std::mutex> lock(r.mu);
-  if (r.live.count(h) == 0) return false;
-  tlsLiveHandle = h;
-  tlsLiveRemovals = r.removals.load(std::memory_order_relaxed);
-  return true;
-}
+bool isLiveHandle(const collComm* h) { return isLive(h, Kind::Comm); }
+bool isLiveHandle(const collRequest* h) { return isLive(h, Kind::Request); }
 
 collComm& liveComm(collComm_t comm, const char* arg) {
   if (!comm) COLL_THROW(collInvalidArgument, arg, " is NULL");

@@ -45,10 +45,14 @@ struct collRequest {
 
 namespace coll {
 
-// Live handles. A handle not in the registry is rejected with collInvalidUsage.
-void registerHandle(const void* h);
+// Live handles, by kind. A handle not in the registry as that kind (destroyed, never
+// created, or a handle of the other kind passed in its place) is rejected with
+// collInvalidUsage.
+void registerHandle(const collComm* h);
+void registerHandle(const collRequest* h);
 void unregisterHandle(const void* h);
-bool isLiveHandle(const void* h);
+bool isLiveHandle(const collComm* h);
+bool isLiveHandle(const collRequest* h);
 
 // The communicator behind a handle; throws collInvalidUsage for a dead or null handle.
 collComm& liveComm(collComm_t comm, const char* arg = "comm");

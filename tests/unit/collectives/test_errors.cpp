@@ -174,6 +174,35 @@ TEST(Errors, UseAfterDestroyAndNullHandles) {
   EXPECT_EQ(collWait(&bogus), collInvalidUsage);
 }
 
+// Communicators and requests live in one registry: a handle of one kind passed as the
+// other (a cast, or a destroyed communicator whose memory now holds a request) used to
+// pass the liveness check and be used as the wrong type (garbage, then a crash).
+TEST(Errors, HandleOfTheOtherKindIsRefused) {
+  Job job(1);
+  ASSERT_TRUE(job.ok());
+  collComm_t c = job.comm(0);
+  float x = 1, y = 0;
+  collRequest_t req = nullptr;
+  ASSERT_EQ(collIallReduce(&x, &y, 1, collFloat32, collSum, c, &req), collSuccess);
+  collRequest_t commAsReq = reinterpret_cast<collRequest_t>(c);
+  EXPECT_EQ(collWait(&commAsReq), collInvalidUsage);
+  EXPECT_TRUE(mentions(collGetLastError(nullptr), "not a live request"));
+  int done = 0;
+  EXPECT_EQ(collTest(&commAsReq, &done), collInvalidUsage);
+  collComm_t reqAsComm = reinterpret_cast<collComm_t>(req);
+  int n = -1;
+  EXPECT_EQ(collCommCount(reqAsComm, &n), collInvalidUsage);
+  EXPECT_TRUE(mentions(collGetLastError(nullptr), "not a live communicator"));
+  EXPECT_EQ(n, -1);
+  EXPECT_EQ(collCommDestroy(reqAsComm), collInvalidUsage);
+  EXPECT_TRUE(mentions(collGetLastError(reqAsComm), "not a live communicator"));
+  // Both handles still work as what they are.
+  EXPECT_EQ(collWait(&req), collSuccess) << collGetLastError(c);
+  EXPECT_EQ(y, 1);
+  EXPECT_EQ(collCommCount(c, &n), collSuccess);
+  EXPECT_EQ(n, 1);
+}
+
 TEST(Errors, BadTunablesAreReported) {
   ScopedEnv algo("COLL_ALGO", "allreduce:nosuch");
   collUniqueId id;

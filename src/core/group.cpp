@@ -5,6 +5,7 @@
 #include "core/device_ops.hpp"
 #include "core/export.hpp"
 #include "core/handles.hpp"
+#include "core/types.hpp"
 
 namespace coll {
 namespace {
@@ -15,6 +16,23 @@ struct GroupState {
 };
 thread_local GroupState tlsGroup;
 
+// Sends to self and receives from self pair up in order, with equal sizes (the i-th send
+// is copied into the i-th receive). Checked before a host batch runs: found while running,
+// the mismatch failed the batch halfway and left the communicator unusable. (A stream-
+// ordered unit fails on its stream instead, as an async error: doc/cuda.md, "Groups".)
+void checkSelfPairs(const collComm& c, const std::vector<GroupedOp>& batch) {
+  const int me = c.impl->rank();
+  std::vector<size_t> sends, recvs;
+  for (const GroupedOp& g : batch)
+    if (g.op.isP2P() && g.op.root == me)
+      (g.op.kind == OpKind::Send ? sends : recvs).push_back(g.op.count * typeSize(g.op.dtype));
+  COLL_ENFORCE_EQ(sends.size(), recvs.size(), collInvalidUsage,
+                  "sends to self and receives from self in one group must pair up");
+  for (size_t i = 0; i < sends.size(); ++i)
+    COLL_ENFORCE_EQ(sends[i], recvs[i], collInvalidUsage, "send to self number ", i,
+                    " and the receive from self it pairs with differ in size");
+}
+
 // Runs, or launches on streams, one communicator's share of the group. Returns what the
 // caller must still wait for (see launchGroup), or null.
 std::shared_ptr<Request> launch(collComm& c, const std::vector<GroupedOp>& batch) {
@@ -22,6 +40,7 @@ std::shared_ptr<Request> launch(collComm& c, const std::vector<GroupedOp>& batch
   for (const GroupedOp& g : batch)
     if (g.onStream) return launchGroup(c, batch);
 #endif
+  checkSelfPairs(c, batch);
   std::vector<OpArgs> ops;
   for (const GroupedOp& g : batch) ops.push_back(g.op);
   c.impl->run(std::move(ops));

@@ -147,6 +147,26 @@ TEST_F(BadInput, StreamWithoutCudaAndSelfSend) {
   EXPECT_EQ(collGroupEnd(), collInvalidUsage);
 }
 
+// Unpaired self sends/receives in a group are refused at collGroupEnd before anything
+// runs; found halfway through the batch, they used to leave the communicator unusable.
+TEST_F(BadInput, UnpairedSelfSendInGroupLeavesCommUsable) {
+  EXPECT_EQ(collGroupStart(), collSuccess);
+  EXPECT_EQ(collSend(a_, 1, collFloat32, 0, c_, nullptr), collSuccess);
+  EXPECT_EQ(collGroupEnd(), collInvalidUsage);
+  EXPECT_TRUE(mentions(collGetLastError(c_), "must pair up")) << collGetLastError(c_);
+  EXPECT_EQ(collGroupStart(), collSuccess);
+  EXPECT_EQ(collSend(a_, 1, collFloat32, 0, c_, nullptr), collSuccess);
+  EXPECT_EQ(collRecv(b_, 2, collFloat32, 0, c_, nullptr), collSuccess);
+  EXPECT_EQ(collGroupEnd(), collInvalidUsage);
+  EXPECT_TRUE(mentions(collGetLastError(c_), "differ in size")) << collGetLastError(c_);
+  collResult_t async = collInternalError;
+  EXPECT_EQ(collCommGetAsyncError(c_, &async), collSuccess);
+  EXPECT_EQ(async, collSuccess);
+  a_[0] = 7;
+  EXPECT_EQ(collAllReduce(a_, b_, 1, collFloat32, collSum, c_, nullptr), collSuccess) << collGetLastError(c_);
+  EXPECT_EQ(b_[0], 7);
+}
+
 TEST(Errors, UseAfterDestroyAndNullHandles) {
   Job job(1);
   ASSERT_TRUE(job.ok());

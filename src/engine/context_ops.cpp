@@ -1,6 +1,7 @@
 // ContextImpl: the operations. Arguments are checked here, at the API edge, so that the
 // engine thread only sees well-formed requests; agreement across ranks is checked by
 // the negotiation.
+#include <cstdint>
 #include <numeric>
 
 #include "core/error.hpp"
@@ -34,6 +35,15 @@ void checkTensor(const Tensor& t, const std::string& name, const char* which) {
     if (d < 0)
       throw Error(collInvalidArgument, coll::strCat("tensor '", name, "': ", which, " shape ",
                                                     coll::engine::shapeString(t.shape), " has a negative dimension"));
+  // Before num_elements() is trusted: a product that wraps would make the tensor look
+  // empty (or small) here and overflow the engine's byte counts later.
+  int64_t elems = 1;
+  for (int64_t d : t.shape)
+    if (__builtin_mul_overflow(elems, d, &elems) ||
+        elems > PTRDIFF_MAX / static_cast<int64_t>(coll::typeSize(t.dtype)))
+      throw Error(collInvalidArgument, coll::strCat("tensor '", name, "': ", which, " shape ",
+                                                    coll::engine::shapeString(t.shape),
+                                                    " has more elements than fit in memory"));
   if (t.num_elements() > 0 && !t.data)
     throw Error(collInvalidArgument, coll::strCat("tensor '", name, "': ", which, " data is null for ",
                                                   t.num_elements(), " elements"));

@@ -149,6 +149,31 @@ TEST(Hvd, MismatchAndDuplicateErrors) {
   });
 }
 
+// A shape whose element count overflows int64 used to wrap: [2^32, 2^32] looked empty
+// (success, nothing written) and [2^61, 3] failed in the engine thread, which stopped the
+// engine for every later call.
+TEST(Hvd, ShapeTooLargeIsInvalidArgument) {
+  withComms(1, [&](int, collComm_t comm) {
+    auto ctx = hvd::Context::from_comm(comm);
+    std::vector<float> a(4, 1), o(4);
+    int k = 0;
+    for (auto shape : {std::vector<int64_t>{int64_t(1) << 32, int64_t(1) << 32},
+                       std::vector<int64_t>{int64_t(1) << 61, 3}}) {
+      hvd::Tensor in{a.data(), collFloat32, shape}, out{o.data(), collFloat32, shape};
+      try {
+        ctx->allreduce_async(in, out, "huge" + std::to_string(k++)).wait();
+        ADD_FAILURE() << "shape " << shape[0] << " x " << shape[1] << " accepted";
+      } catch (const hvd::Error& e) {
+        EXPECT_EQ(e.code(), collInvalidArgument);
+        EXPECT_NE(std::string(e.what()).find("more elements than fit in memory"), std::string::npos) << e.what();
+      }
+    }
+    // The engine still serves later calls.
+    ctx->allreduce_async(view(a), view(o), "fine").wait();
+    EXPECT_EQ(o[0], 1.0f);
+  });
+}
+
 TEST(Hvd, AllgatherBroadcastAlltoallReducescatter) {
   const int n = 3;
   withComms(n, [&](int r, collComm_t comm) {

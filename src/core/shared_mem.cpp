@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 
 #include "core/error.hpp"
 
@@ -19,7 +20,8 @@ SharedAllocations& SharedAllocations::instance() {
 void* SharedAllocations::allocate(size_t bytes) {
   COLL_CHECK_ARG(bytes > 0, "size is 0");
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  COLL_CHECK_ARG(bytes <= SIZE_MAX - page, "size ", bytes, " is too large");
+  // The file is sized with ftruncate: the rounded length must fit in an off_t.
+  COLL_CHECK_ARG(bytes <= static_cast<size_t>(INT64_MAX) - page, "size ", bytes, " is too large");
   const size_t len = (bytes + page - 1) / page * page;
   int fd = memfd_create("collective-mem", MFD_CLOEXEC);
   COLL_SYSCHECK(fd, "memfd_create");

@@ -61,6 +61,10 @@ TEST(SharedMem, CallsValidateTheirArguments) {
   EXPECT_EQ(collMemAlloc(&p, 0), collInvalidArgument);
   EXPECT_EQ(p, nullptr) << "a failed allocation leaves NULL behind";
   EXPECT_EQ(collMemAlloc(&p, SIZE_MAX), collInvalidArgument);
+  // Past what an off_t holds the file cannot be sized: too large, not a system error.
+  EXPECT_EQ(collMemAlloc(&p, SIZE_MAX / 2 + 1), collInvalidArgument);
+  EXPECT_NE(std::string(collGetLastError(nullptr)).find("is too large"), std::string::npos)
+      << collGetLastError(nullptr);
   EXPECT_EQ(collMemFree(nullptr), collSuccess);
   int onStack = 0;
   EXPECT_EQ(collMemFree(&onStack), collInvalidArgument);

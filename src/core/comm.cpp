@@ -66,6 +66,10 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks)
   c->timeoutSec_ = static_cast<double>(c->cfg_.getInt(kTimeout));
   c->hot_ = hotParamsFrom(c->cfg_);
   COLL_CHECK_ARG(c->timeoutSec_ > 0, "COLL_TIMEOUT must be positive (got ", c->timeoutSec_, ")");
+  // Waits run twice the timeout through std::chrono in nanoseconds: much beyond 1e9 s that
+  // overflows, and every wait returned at once as timed out (Deadline caps there too).
+  COLL_CHECK_ARG(c->timeoutSec_ <= 1e9, "COLL_TIMEOUT must be at most 1000000000 seconds (got ",
+                 c->cfg_.getStr(kTimeout), ")");
   c->selector_ = std::make_unique<Selector>(c->cfg_);
   c->boot_ = Bootstrap::connect(id, rank, nranks, c->timeoutSec_);
   try {

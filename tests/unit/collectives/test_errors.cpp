@@ -237,4 +237,18 @@ TEST(Errors, BadTunablesAreReported) {
   EXPECT_TRUE(mentions(collGetLastError(nullptr), "COLL_TRANSPORT"));
 }
 
+// COLL_TIMEOUT so large that twice it overflows std::chrono's nanoseconds made every wait
+// return at once as timed out (collWait failed while the operation went on running).
+TEST(Errors, TimeoutTooLargeIsRefused) {
+  for (const char* t : {"9999999999", "99999999999999999999"}) {
+    ScopedEnv timeout("COLL_TIMEOUT", t);
+    collUniqueId id;
+    ASSERT_EQ(collGetUniqueId(&id), collSuccess);
+    collComm_t c = nullptr;
+    EXPECT_EQ(collCommInitRank(&c, 1, id, 0), collInvalidArgument) << t;
+    EXPECT_TRUE(mentions(collGetLastError(nullptr), "COLL_TIMEOUT must be at most")) << collGetLastError(nullptr);
+    if (c) collCommDestroy(c);
+  }
+}
+
 }  // namespace

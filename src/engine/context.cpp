@@ -20,6 +20,7 @@ COLL_PARAM(kSyncTimeout, "COLL_SYNCHRONIZE_TIMEOUT", "3600", "engine: longest wa
 ContextImpl::ContextImpl(std::unique_ptr<Collectives> global, const coll::Config& cfg)
     : params_(coll::engine::EngineParams::fromConfig(cfg)),
       syncTimeout_(cfg.getDouble(kSyncTimeout)) {
+  coll::engine::checkWaitSeconds(kSyncTimeout, syncTimeout_);
   rank_ = global->rank();
   size_ = global->size();
   findHostLayout(*global);

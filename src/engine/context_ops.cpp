@@ -2,7 +2,6 @@
 // engine thread only sees well-formed requests; agreement across ranks is checked by
 // the negotiation.
 #include <cstdint>
-#include <numeric>
 
 #include "core/error.hpp"
 #include "core/types.hpp"
@@ -195,9 +194,15 @@ Handle ContextImpl::alltoall(const Tensor& in, const std::vector<int64_t>& split
   if (static_cast<int>(splits.size()) != n)
     throw Error(collInvalidArgument, coll::strCat("tensor '", e->meta.name, "': ", splits.size(),
                                                   " splits for ", n, " ranks"));
-  for (int64_t s : splits)
+  // Summed with a bound so that splits whose true sum passes int64 cannot wrap to a match.
+  int64_t sum = 0;
+  for (int64_t s : splits) {
     if (s < 0) throw Error(collInvalidArgument, coll::strCat("tensor '", e->meta.name, "': negative split ", s));
-  int64_t sum = std::accumulate(splits.begin(), splits.end(), int64_t{0});
+    if (s > in.shape[0] - sum)
+      throw Error(collInvalidArgument, coll::strCat("tensor '", e->meta.name, "': splits add up to more than the first "
+                                                    "dimension ", in.shape[0]));
+    sum += s;
+  }
   if (sum != in.shape[0])
     throw Error(collInvalidArgument, coll::strCat("tensor '", e->meta.name, "': splits sum to ", sum,
                                                   " but the first dimension is ", in.shape[0]));

@@ -21,6 +21,13 @@ COLL_PARAM(kCompressionChunk, "COLL_COMPRESSION_CHUNK", "8M", "engine: float32 b
 COLL_PARAM(kFusionChunk, "COLL_FUSION_CHUNK", "16M", "engine: a fused allreduce goes out in pieces of this many bytes, staged while the previous piece is on the wire");
 COLL_PARAM(kShutdownTimeout, "COLL_SHUTDOWN_TIMEOUT", "60", "engine: seconds shutdown waits for the other ranks to shut down too");
 
+// A wait of this many seconds goes through std::chrono::wait_for, whose conversion to the
+// clock's nanoseconds overflows far beyond 1e9 s and makes the wait return at once.
+void checkWaitSeconds(const char* param, double seconds) {
+  COLL_CHECK_ARG(seconds >= 0 && seconds <= 1e9, param, "=", seconds,
+                 " must be between 0 and 1000000000 (seconds)");
+}
+
 EngineParams EngineParams::fromConfig(const Config& cfg) {
   EngineParams p;
   p.cycleMs = cfg.getDouble(kCycleTime);
@@ -35,6 +42,7 @@ EngineParams EngineParams::fromConfig(const Config& cfg) {
   p.stall.warnSeconds = cfg.getDouble(kStallCheck);
   p.stall.shutdownSeconds = cfg.getDouble(kStallShutdown);
   p.shutdownTimeoutSeconds = cfg.getDouble(kShutdownTimeout);
+  checkWaitSeconds(kShutdownTimeout, p.shutdownTimeoutSeconds);
   p.compressionChunkBytes = cfg.getSize(kCompressionChunk);
   p.fusionChunkBytes = cfg.getSize(kFusionChunk);
   return p;

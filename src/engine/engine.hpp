@@ -45,6 +45,9 @@ struct EngineParams {
   static EngineParams fromConfig(const Config& cfg);
 };
 
+// Throws collInvalidArgument unless 0 <= seconds <= 1e9 (a timeout tunable named param).
+void checkWaitSeconds(const char* param, double seconds);
+
 class Engine {
  public:
   Engine(std::unique_ptr<Collectives> c, const EngineParams& p, Timeline* timeline,

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -85,9 +87,11 @@ TEST(Hvd, ReorderedAsyncAllreduceEqualsUnfusedReference) {
         for (int step = 0; step < 2; ++step) {
           std::shuffle(order.begin(), order.end(), rng);
           std::vector<hvd::Handle> hs;
-          for (int t : order)
-            hs.push_back(ctx->allreduce_async(view(in[t]), view(out[t]), "g" + std::to_string(t),
-                                              {.op = hvd::ReduceOp::Sum}));
+          for (int t : order) {
+            char name[16];  // not "g" + to_string: GCC 12 warns falsely (-Wrestrict) on that here
+            snprintf(name, sizeof name, "g%d", t);
+            hs.push_back(ctx->allreduce_async(view(in[t]), view(out[t]), name, {.op = hvd::ReduceOp::Sum}));
+          }
           for (auto& h : hs) hvd::synchronize(h);
         }
         auto st = ctx->stats();
@@ -172,6 +176,52 @@ TEST(Hvd, ShapeTooLargeIsInvalidArgument) {
     ctx->allreduce_async(view(a), view(o), "fine").wait();
     EXPECT_EQ(o[0], 1.0f);
   });
+}
+
+// Splits are summed with a bound: {INT64_MAX, INT64_MAX, 4} used to wrap to 2 and pass
+// for a first dimension of 2.
+TEST(Hvd, BadAlltoallSplitsAreInvalidArgument) {
+  const int n = 3;
+  withComms(n, [&](int, collComm_t comm) {
+    auto ctx = hvd::Context::from_comm(comm);
+    std::vector<int32_t> rows(2, 7);
+    const int64_t big = std::numeric_limits<int64_t>::max();
+    const std::vector<std::pair<std::vector<int64_t>, const char*>> cases = {
+        {{1, 1}, "2 splits for 3 ranks"},
+        {{1, -1, 2}, "negative split -1"},
+        {{1, 0, 0}, "splits sum to 1 but the first dimension is 2"},
+        {{big, big, 4}, "splits add up to more than the first dimension 2"},
+    };
+    for (const auto& [splits, message] : cases) {
+      try {
+        ctx->alltoall_async({rows.data(), collInt32, {2}}, splits, "bad").wait();
+        ADD_FAILURE() << message << ": accepted";
+      } catch (const hvd::Error& e) {
+        EXPECT_EQ(e.code(), collInvalidArgument);
+        EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+      }
+    }
+  });
+}
+
+// Timeouts that std::chrono cannot hold in nanoseconds, and negative ones, are refused
+// when the context is made rather than turning every wait into an immediate return.
+TEST(Hvd, TimeoutsOutOfRangeAreRefused) {
+  for (const char* var : {"COLL_SYNCHRONIZE_TIMEOUT", "COLL_SHUTDOWN_TIMEOUT"}) {
+    for (const char* value : {"1e12", "-1"}) {
+      ScopedEnv e(var, value);
+      withComms(1, [&](int, collComm_t comm) {
+        try {
+          hvd::Context::from_comm(comm);
+          ADD_FAILURE() << var << "=" << value << " accepted";
+        } catch (const hvd::Error& err) {
+          EXPECT_EQ(err.code(), collInvalidArgument);
+          EXPECT_NE(std::string(err.what()).find(var), std::string::npos) << err.what();
+          EXPECT_NE(std::string(err.what()).find("between 0 and 1000000000"), std::string::npos) << err.what();
+        }
+      });
+    }
+  }
 }
 
 TEST(Hvd, AllgatherBroadcastAlltoallReducescatter) {

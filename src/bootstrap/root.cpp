@@ -421,7 +421,10 @@ class Root {
   }
 
   bool finished() const {
-    if (!formed_ && !failure_ && !timedOut_) return false;
+    // A job that failed while it formed still has ranks to come: they get the failure
+    // notice (onHello) until the formation deadline, instead of a refused connection
+    // that they would retry until their own timeout.
+    if (!formed_ && !timedOut_) return false;
     for (auto& c : conns_)
       if (c->state == Conn::State::Joined || (c->closeWhenFlushed && c->state != Conn::State::Dead)) return false;
     return true;

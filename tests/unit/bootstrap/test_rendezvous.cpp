@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "bootstrap/bootstrap.hpp"
+#include "bootstrap/protocol.hpp"
 #include "core/error.hpp"
 #include "test_util.hpp"
 
@@ -245,6 +246,39 @@ TEST(Rendezvous, RankDroppingWithoutGoodbyeIsReported) {
     EXPECT_EQ(out[r].code, collRemoteError) << out[r].what;
     EXPECT_NE(out[r].what.find("rank 2"), std::string::npos) << out[r].what;
   }
+}
+
+// A rank dies while the job forms, and the ranks that had joined leave on the failure
+// notice: a rank that comes after them must get the notice too, at once, instead of
+// retrying for its whole timeout against a rendezvous that stopped listening.
+TEST(Rendezvous, RankJoiningAfterAFailureWhileFormingGetsTheNotice) {
+  UniqueIdData id = test::startJob(3, 10.0);
+  test::RankOutcome first;
+  std::thread rank0([&] {
+    try {
+      Bootstrap::connect(id, 0, 3, 5.0);
+    } catch (const Error& e) {
+      first = {e.code(), e.what()};
+    }
+  });
+  {
+    // Rank 1 joins, then drops without a goodbye (a crash) while rank 0 waits for rank 2.
+    Socket s = connectWithRetry(id.root, Deadline(2));
+    std::vector<uint8_t> hello = bs::encodeHello({1, 3, PeerInfo{localHostId(), "h", 1}});
+    clientHandshake(s.fd(), id.secret, ConnRole::Bootstrap, hello.data(), hello.size(), Deadline(2));
+  }
+  rank0.join();  // failed on the notice; its connection is closed
+  EXPECT_EQ(first.code, collRemoteError) << first.what;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the root has seen rank 0 go
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    Bootstrap::connect(id, 2, 3, 5.0);
+    ADD_FAILURE() << "joined a job that failed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), collRemoteError) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(test::secondsSince(t0), 1.0) << "the root should have answered with the failure";
 }
 
 TEST(Rendezvous, AbortNoticeReachesEveryone) {

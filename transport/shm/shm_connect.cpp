@@ -72,7 +72,15 @@ std::map<int, std::unique_ptr<Link>> Connector::run(std::exception_ptr early) {
   std::memcpy(hello.data(), raw.data(), raw.size());
   guarded([&] { checkPeersOk(okOf(hello)); });
   guarded([&] { createSegments(); });
-  std::vector<uint32_t> okB = gatherOk();
+  std::vector<uint32_t> okB;
+  try {
+    okB = gatherOk();
+  } catch (...) {
+    // A creator that dies here made our segment but could not tell us: we are the only
+    // ones left who know its name.
+    unlinkUnopened(hello, okOf(hello));
+    throw;
+  }
   guarded([&] { openSegments(hello, okB); });
   unlinkUnopened(hello, okB);
   std::vector<uint32_t> okC = gatherOk();
@@ -197,8 +205,9 @@ void Connector::openSegments(const std::vector<Hello>& hello, const std::vector<
   }
 }
 
-// When we failed before opening a segment its creator made, remove the name for it: the
-// creator unlinks it too, but only after the next all-gather, which a kill may prevent.
+// When we failed before opening a segment its creator made (or lost the job while it
+// made it), remove the name for it: the creator unlinks it too, but only after the next
+// all-gather, which a kill may prevent.
 void Connector::unlinkUnopened(const std::vector<Hello>& hello, const std::vector<uint32_t>& ok) {
   for (Pair& p : pairs_)
     if (p.side == 1 && !p.seg.base() && ok[p.peer] == 1)

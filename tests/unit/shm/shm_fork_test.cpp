@@ -506,5 +506,23 @@ TEST(ShmFork, PeerDyingDuringConnectLeavesNothing) {
   EXPECT_TRUE(shmLeftovers(tag).empty());
 }
 
+// The creator dies after it made the segment, before it could tell the opener: the
+// opener, the only one left that knows the name, must unlink it.
+TEST(ShmFork, CreatorDyingDuringConnectLeavesNothing) {
+  Config cfg = Config::fromEnv();
+  std::string tag = uniqueTag();
+  pid_t parent = getpid();
+  Child c = forkChild([&](int fd) {
+    // Rank 0 (the creator) here, rank 1 the parent.
+    connectPair(fd, 0, getpid(), parent, tag, cfg, /*dieAt=*/1);
+    return 0;
+  });
+  ASSERT_GT(c.pid, 0);
+  EXPECT_THROW(connectPair(c.fd, 1, c.pid, parent, tag, cfg), Error);
+  EXPECT_EQ(reap(c.pid), 128 + SIGKILL);
+  ::close(c.fd);
+  EXPECT_TRUE(shmLeftovers(tag).empty());
+}
+
 }  // namespace
 }  // namespace coll::shmtest

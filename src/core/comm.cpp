@@ -7,6 +7,7 @@
 #include <mutex>
 #include <span>
 
+#include "core/config_agree.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/socket.hpp"
@@ -73,6 +74,7 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks)
   c->selector_ = std::make_unique<Selector>(c->cfg_);
   c->boot_ = Bootstrap::connect(id, rank, nranks, c->timeoutSec_);
   try {
+    checkConfigAgrees(*c->boot_, c->cfg_);
     c->discoverTopology();
     c->connectTransports();
   } catch (const std::exception& e) {

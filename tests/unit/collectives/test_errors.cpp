@@ -4,6 +4,8 @@
 #include <string>
 
 #include "coll_config.h"
+#include "core/config_agree.hpp"
+#include "core/error.hpp"
 #include "harness.hpp"
 #if COLL_HAVE_CUDA
 #include "cuda/runtime.hpp"
@@ -235,6 +237,55 @@ TEST(Errors, BadTunablesAreReported) {
   ASSERT_EQ(collGetUniqueId(&id), collSuccess);
   EXPECT_EQ(collCommInitRank(&c, 1, id, 0), collInvalidArgument);
   EXPECT_TRUE(mentions(collGetLastError(nullptr), "COLL_TRANSPORT"));
+}
+
+// The tunables that decide the algorithm must be alike on every rank; other spellings of
+// the same value are alike.
+TEST(Errors, JobWideTunablesMustAgree) {
+  using Values = std::vector<std::pair<const char*, const char*>>;
+  auto configWith = [](const Values& values) {
+    coll::Config cfg = coll::Config::fromEnv();
+    for (const auto& [env, value] : values) cfg.set(env, value);
+    return cfg;
+  };
+  const coll::Config a = configWith({{"COLL_CHUNK_BYTES", "1M"},
+                                     {"COLL_ALGO", "allreduce:rd,broadcast:chain"},
+                                     {"COLL_TUNER_PLUGIN", "/opt/tuners/libtable.so"},
+                                     {"COLL_TUNE_MSG_US", "2"},
+                                     {"COLL_PIPELINE_DEPTH", "2"}});
+  const coll::Config b = configWith({{"COLL_CHUNK_BYTES", "1048576"},
+                                     {"COLL_ALGO", "broadcast:chain,allreduce:rd"},
+                                     {"COLL_TUNER_PLUGIN", "libtable.so"},
+                                     {"COLL_TUNE_MSG_US", "2.0"},
+                                     {"COLL_PIPELINE_DEPTH", "8"}});  // one side's own business
+  const coll::Config c = configWith({{"COLL_CHUNK_BYTES", "64K"},
+                                     {"COLL_ALGO", "allreduce:rd,broadcast:chain"},
+                                     {"COLL_TUNER_PLUGIN", "libtable.so"}});
+  auto join = [](std::initializer_list<const coll::Config*> cfgs) {
+    std::vector<uint64_t> all;
+    for (const coll::Config* cfg : cfgs) {
+      std::vector<uint64_t> d = coll::jobWideDigest(*cfg);
+      all.insert(all.end(), d.begin(), d.end());
+    }
+    return all;
+  };
+  const std::vector<uint64_t> same = join({&a, &b});
+  EXPECT_NO_THROW(coll::checkJobWideAgree(a, 0, same));
+  EXPECT_NO_THROW(coll::checkJobWideAgree(b, 1, same));
+
+  const std::vector<uint64_t> mixed = join({&a, &b, &c});
+  try {
+    coll::checkJobWideAgree(c, 2, mixed);
+    ADD_FAILURE() << "a different COLL_CHUNK_BYTES passed";
+  } catch (const coll::Error& e) {
+    EXPECT_EQ(e.code(), collInvalidArgument);
+    EXPECT_TRUE(mentions(e.what(), "COLL_CHUNK_BYTES differs between the ranks: '64K' on rank 2, another value on "
+                                   "ranks 0, 1"))
+        << e.what();
+  }
+  EXPECT_THROW(coll::checkJobWideAgree(a, 0, mixed), coll::Error);
+  // A value that does not parse is reported as such, naming the tunable.
+  EXPECT_THROW(coll::jobWideDigest(configWith({{"COLL_HIER_SEGMENT_BYTES", "lots"}})), coll::Error);
 }
 
 // COLL_TIMEOUT so large that twice it overflows std::chrono's nanoseconds made every wait

@@ -11,15 +11,15 @@
 namespace coll {
 namespace {
 
-enum class Form { Text, Size, Number, List, FileName };
+enum class Form { Text, Size, SizeOrWord, Number, List, FileName };
 
 struct JobWide {
   const char* env;
   Form form;
 };
 
-// What a rank's choice of algorithm, message cuts and transports depends on. Tunables of
-// one side of a link only (ring and staging sizes of shm, TCP streams and striping, the
+// What a rank's choice of algorithm, message cuts and transports depends on, and what the
+// engine's ranks must share to negotiate. Tunables of one side of a link only (ring and staging sizes of shm, TCP streams and striping, the
 // pipeline depth) are left out: the transports agree on those between the two ends.
 constexpr JobWide kJobWide[] = {
     {"COLL_ALGO", Form::List},
@@ -38,6 +38,10 @@ constexpr JobWide kJobWide[] = {
     {"COLL_CUDA_IPC", Form::Text},
     {"COLL_CUDA_IPC_BUFFER", Form::Size},
     {"COLL_CUDA_STAGE_CHUNK", Form::Size},
+    // The engine's negotiation: the response cache's slots are addressed by number, and
+    // which tensors skip fusion decides what each round runs.
+    {"COLL_CACHE_CAPACITY", Form::Number},
+    {"COLL_FUSION_DIRECT_BYTES", Form::SizeOrWord},
 };
 
 bool declared(const char* env) {
@@ -51,6 +55,14 @@ std::string canonical(const Config& cfg, const JobWide& p) {
   if (!declared(p.env)) return "";  // not in this build (CUDA): the same everywhere it is absent
   switch (p.form) {
     case Form::Size: return std::to_string(cfg.getSize(p.env));
+    case Form::SizeOrWord: {
+      const std::string& text = cfg.getStr(p.env);
+      try {
+        return std::to_string(parseSize(text, p.env));
+      } catch (const Error&) {
+        return text;  // "auto": the ranks agree on the size round by round
+      }
+    }
     case Form::Number: {
       char text[32];
       snprintf(text, sizeof text, "%.17g", cfg.getDouble(p.env));
@@ -116,8 +128,7 @@ void checkJobWideAgree(const Config& cfg, int rank, const std::vector<uint64_t>&
     const char* env = kJobWide[i].env;
     COLL_THROW(collInvalidArgument, env, " differs between the ranks: '", declared(env) ? cfg.getStr(env) : "",
                "' on rank ", rank, ", another value on rank", others.size() > 1 ? "s " : " ", ranks,
-               ". Set it alike on every rank: it decides which algorithm runs, how messages are cut "
-               "and which transport joins two ranks");
+               ". Every rank must set it alike (doc/usage.md, \"Environment variables\")");
   }
 }
 

@@ -1,5 +1,6 @@
 // Loading a topology with hwloc (this machine or an XML file), annotating it from sysfs,
 // and dumping it (COLL_TOPO_DUMP_FILE).
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -42,6 +43,11 @@ void loadXmlInto(Hwloc& h, const std::string& path, const char* what) {
   if (stat(path.c_str(), &st) != 0)
     COLL_THROW(collInvalidArgument, what, ": cannot read the hwloc XML file '", path, "': ", sysErrorText(errno));
   COLL_CHECK_ARG(S_ISREG(st.st_mode), what, ": '", path, "' is not a regular file");
+  // hwloc reports any failure as an unloadable file: tell a permission problem apart.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    COLL_THROW(collInvalidArgument, what, ": cannot read the hwloc XML file '", path, "': ", sysErrorText(errno));
+  close(fd);
   hwloc_topology_set_io_types_filter(h.get(), HWLOC_TYPE_FILTER_KEEP_ALL);
   if (hwloc_topology_set_xml(h.get(), path.c_str()) != 0 || hwloc_topology_load(h.get()) != 0)
     COLL_THROW(collInvalidArgument, what, ": '", path,

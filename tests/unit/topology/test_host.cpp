@@ -1,6 +1,8 @@
 // Host discovery from hwloc XML files of real server layouts (tests/data/topo, written by
 // gen_topo.py, plus an export of the build machine) and from this machine.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -202,6 +204,42 @@ TEST(TopoXml, MissingAndCorruptFiles) {
   expectError([&] { loadXml(dir.path()); }, collInvalidArgument, {"not a regular file"});
   EnvGuard file("COLL_TOPO_FILE", bad);
   expectError([] { discoverLocal(Config::fromEnv()); }, collInvalidArgument, {"COLL_TOPO_FILE", "corrupt.xml"});
+}
+
+TEST(TopoXml, UnreadableFileIsNotCalledCorrupt) {
+  TempDir dir;
+  std::string path = dir.path() + "/locked.xml";
+  std::ofstream(path) << std::ifstream(dataFile("this_vm.xml")).rdbuf();
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+  ASSERT_EQ(chmod(path.c_str(), 0), 0);
+  // Root reads any file, so the check runs as nobody in a child process.
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    if (geteuid() == 0 && (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0)) _exit(3);
+    std::string msg = "loaded";
+    try {
+      loadXml(path);
+    } catch (const Error& e) {
+      msg = std::to_string(e.code()) + " " + e.what();
+    }
+    (void)!write(fds[1], msg.data(), msg.size());
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) msg.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "could not drop privileges";
+  EXPECT_EQ(msg.rfind(std::to_string(collInvalidArgument) + " ", 0), 0u) << msg;
+  EXPECT_NE(msg.find("cannot read the hwloc XML file '" + path + "': Permission denied"), std::string::npos)
+      << msg;
 }
 
 TEST(TopoXml, TopoFileAndDumpRoundTrip) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 
+#include "core/error.hpp"
 #include "topology/hwloc_internal.hpp"
 
 namespace coll {
@@ -136,9 +137,20 @@ PciChildren scanChildren(hwloc_obj_t pci) {
   return c;
 }
 
-uint64_t speedInfo(hwloc_obj_t o) {
-  std::string v = infoOf(o, kSpeedInfo);
-  return v.empty() ? 0 : strtoull(v.c_str(), nullptr, 10);
+// Mb/s; 0 unknown. Digits only: strtoull would take "-1" and an overflow as 2^64-1.
+uint64_t speedInfo(const HostTopo& h, hwloc_obj_t o) {
+  const char* v = hwloc_obj_get_info_by_name(o, kSpeedInfo);
+  if (!v) return 0;
+  uint64_t mbps = 0;
+  bool ok = *v != 0;
+  for (const char* c = v; ok && *c; ++c) {
+    ok = *c >= '0' && *c <= '9';
+    mbps = mbps * 10 + static_cast<uint64_t>(*c - '0');
+    ok = ok && mbps <= kMaxSpeedMbps;
+  }
+  COLL_CHECK_ARG(ok, "topology from ", h.source, ": NIC ", o->name ? o->name : "?", " has ", kSpeedInfo, " '", v,
+                 "'; it must be the port speed in Mb/s, a whole number up to ", kMaxSpeedMbps);
+  return mbps;
 }
 
 void ioParts(hwloc_topology_t t, HostTopo& h) {
@@ -170,14 +182,14 @@ void ioParts(hwloc_topology_t t, HostTopo& h) {
       std::string layer = infoOf(c.ofObj, kLinkLayerInfo);
       if (layer == "InfiniBand") n.kind = NicKind::Ib;
       if (layer == "Ethernet") n.kind = NicKind::Roce;
-      n.speedMbps = speedInfo(c.ofObj);
+      n.speedMbps = speedInfo(h, c.ofObj);
       h.nics.push_back(n);
       continue;
     }
     for (hwloc_obj_t nd : c.netdevs) {
       n.name = n.netdev = nd->name;
       n.kind = NicKind::Eth;
-      n.speedMbps = speedInfo(nd);
+      n.speedMbps = speedInfo(h, nd);
       h.nics.push_back(n);
     }
   }

@@ -13,6 +13,8 @@ namespace coll {
 // dumped topology keeps what hwloc itself does not record (read from sysfs).
 constexpr const char* kSpeedInfo = "LinkSpeedMbps";   // NIC port speed in Mb/s
 constexpr const char* kLinkLayerInfo = "LinkLayer";   // "InfiniBand" or "Ethernet" (verbs devices)
+// The largest kSpeedInfo a file may give (1 Pb/s); sysfs values above it are not recorded.
+constexpr uint64_t kMaxSpeedMbps = 1000000000;
 
 HostTopo extractHostTopo(hwloc_topology_t t, const std::string& source);
 

@@ -82,7 +82,7 @@ void annotateFromSysfs(hwloc_topology_t t) {
       long v = strtol(readLine(std::string("/sys/class/net/") + o->name + "/speed").c_str(), nullptr, 10);
       mbps = v > 0 ? static_cast<uint64_t>(v) : 0;  // -1 or empty while the link is down
     }
-    if (mbps && !hwloc_obj_get_info_by_name(o, kSpeedInfo))
+    if (mbps && mbps <= kMaxSpeedMbps && !hwloc_obj_get_info_by_name(o, kSpeedInfo))
       hwloc_obj_add_info(o, kSpeedInfo, std::to_string(mbps).c_str());
   }
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "coll_config.h"
 #include "core/config.hpp"
@@ -204,6 +205,33 @@ TEST(TopoXml, MissingAndCorruptFiles) {
   expectError([&] { loadXml(dir.path()); }, collInvalidArgument, {"not a regular file"});
   EnvGuard file("COLL_TOPO_FILE", bad);
   expectError([] { discoverLocal(Config::fromEnv()); }, collInvalidArgument, {"COLL_TOPO_FILE", "corrupt.xml"});
+}
+
+// A copy of tests/data/topo/`name` in `dir` with the first `from` replaced by `to`.
+std::string editedCopy(const TempDir& dir, const std::string& name, const std::string& from, const std::string& to) {
+  std::stringstream text;
+  text << std::ifstream(dataFile(name)).rdbuf();
+  std::string s = text.str();
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) s.replace(at, from.size(), to);
+  std::string path = dir.path() + "/edited-" + name;
+  std::ofstream(path) << s;
+  return path;
+}
+
+TEST(TopoXml, NicSpeedThatIsNotANumberOfMbps) {
+  TempDir dir;
+  const std::string good = "<info name=\"LinkSpeedMbps\" value=\"200000\"/>";
+  // strtoull took "-1" and an overflow as 2^64-1 Mb/s: 2.3e15 GB/s for the cost model.
+  for (const char* bad : {"-1", "99999999999999999999999", "fast", "2e5", "", "1000000001"}) {
+    std::string path = editedCopy(dir, "gpu8_ib4.xml", good,
+                                  std::string("<info name=\"LinkSpeedMbps\" value=\"") + bad + "\"/>");
+    expectError([&] { loadXml(path); }, collInvalidArgument,
+                {path.c_str(), "NIC mlx5_0", (std::string("LinkSpeedMbps '") + bad + "'").c_str()});
+  }
+  std::string zero = editedCopy(dir, "gpu8_ib4.xml", good, "<info name=\"LinkSpeedMbps\" value=\"0\"/>");
+  EXPECT_EQ(loadXml(zero).nics[1].speedMbps, 0u) << "0 stays 'unknown'";
 }
 
 TEST(TopoXml, UnreadableFileIsNotCalledCorrupt) {

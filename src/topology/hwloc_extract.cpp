@@ -196,6 +196,11 @@ void ioParts(hwloc_topology_t t, HostTopo& h) {
   auto byBus = [](const auto& x, const auto& y) { return x.busId < y.busId; };
   std::stable_sort(h.gpus.begin(), h.gpus.end(), byBus);
   std::stable_sort(h.nics.begin(), h.nics.end(), byBus);
+  // A bus id names one GPU (CUDA device lookup, the NVLink matrix); NICs may share one
+  // (several ports of a PCI function).
+  for (size_t i = 1; i < h.gpus.size(); ++i)
+    COLL_CHECK_ARG(h.gpus[i].busId != h.gpus[i - 1].busId, "topology from ", h.source, ": GPUs ", i - 1, " and ",
+                   i, " have the same PCI bus id ", h.gpus[i].busId);
 }
 
 // hwloc's NVML backend records NVLink bandwidth (MB/s) between NVML OS devices, with

@@ -234,6 +234,14 @@ TEST(TopoXml, NicSpeedThatIsNotANumberOfMbps) {
   EXPECT_EQ(loadXml(zero).nics[1].speedMbps, 0u) << "0 stays 'unknown'";
 }
 
+TEST(TopoXml, TwoGpusWithOneBusId) {
+  // Bus ids name GPUs (findGpuByBusId, the NVLink matrix): a repeated one used to drop
+  // the NVLink between GPUs 0 and 1 without a word.
+  TempDir dir;
+  std::string path = editedCopy(dir, "gpu8_ib4.xml", "pci_busid=\"0000:1a:00.0\"", "pci_busid=\"0000:19:00.0\"");
+  expectError([&] { loadXml(path); }, collInvalidArgument, {path.c_str(), "GPUs 0 and 1", "0000:19:00.0"});
+}
+
 TEST(TopoXml, UnreadableFileIsNotCalledCorrupt) {
   TempDir dir;
   std::string path = dir.path() + "/locked.xml";

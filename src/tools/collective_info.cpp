@@ -64,8 +64,10 @@ Args parseArgs(int argc, char** argv) {
     if (s == "--help" || s == "-h") a.help = true;
     else if (s == "--standalone") a.standalone = true;
     else if (s == "--gpus-by-local-rank") a.gpusByLocalRank = true;
-    else if (s == "--topo" && i + 1 < argc) setenv("COLL_TOPO_FILE", argv[++i], 1);
-    else if (s == "--counts" && i + 1 < argc) a.counts = parseCounts(argv[++i]);
+    else if ((s == "--topo" || s == "--counts") && i + 1 == argc)
+      COLL_THROW(collInvalidArgument, s, " needs a value\n", kUsage);
+    else if (s == "--topo") setenv("COLL_TOPO_FILE", argv[++i], 1);
+    else if (s == "--counts") a.counts = parseCounts(argv[++i]);
     else COLL_THROW(collInvalidArgument, "unknown argument '", s, "'\n", kUsage);
   }
   return a;

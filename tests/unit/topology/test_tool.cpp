@@ -33,6 +33,12 @@ TEST(TopoTool, HelpAndBadArguments) {
     EXPECT_EQ(r.status, 2) << counts;
     EXPECT_TRUE(has(r, "is not a positive element count")) << r.out;
   }
+  // An option without its value was called unknown.
+  for (const char* opt : {"--topo", "--counts"}) {
+    Result r = shell(std::string(COLL_INFO_EXE) + " --standalone " + opt);
+    EXPECT_EQ(r.status, 2) << opt;
+    EXPECT_TRUE(has(r, std::string(opt) + " needs a value")) << r.out;
+  }
 }
 
 #if COLL_HAVE_HWLOC

@@ -8,6 +8,8 @@
 // communicator, exchange their placements, and rank 0 also prints the hosts, leaders,
 // every rank's placement, the ring order and the algorithm chosen per collective and size.
 #include <stdexcept>
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -49,9 +51,14 @@ std::vector<size_t> parseCounts(const std::string& list) {
   std::stringstream ss(list);
   for (std::string item; std::getline(ss, item, ',');) {
     char* end = nullptr;
+    errno = 0;
     unsigned long long v = std::strtoull(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || item[0] == '-' || v == 0)
       COLL_THROW(collInvalidArgument, "--counts: '", item, "' is not a positive element count");
+    // strtoull saturates, and the float32 byte count must fit size_t too.
+    if (errno == ERANGE || v > SIZE_MAX / sizeof(float))
+      COLL_THROW(collInvalidArgument, "--counts: '", item, "' is too large (at most ", SIZE_MAX / sizeof(float),
+                 " float32 elements)");
     out.push_back(static_cast<size_t>(v));
   }
   return out;

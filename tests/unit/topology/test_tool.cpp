@@ -39,6 +39,12 @@ TEST(TopoTool, HelpAndBadArguments) {
     EXPECT_EQ(r.status, 2) << opt;
     EXPECT_TRUE(has(r, std::string(opt) + " needs a value")) << r.out;
   }
+  // Counts beyond size_t (or whose float32 bytes are) wrapped silently.
+  for (const char* counts : {"99999999999999999999999", "4611686018427387904"}) {
+    Result r = shell(std::string(COLL_INFO_EXE) + " --standalone --counts " + counts);
+    EXPECT_EQ(r.status, 2) << counts;
+    EXPECT_TRUE(has(r, std::string("--counts: '") + counts + "' is too large")) << r.out;
+  }
 }
 
 #if COLL_HAVE_HWLOC

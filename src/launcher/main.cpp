@@ -7,6 +7,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <new>
 
 #include "core/error.hpp"
 #include "launcher/job.hpp"
@@ -122,6 +124,13 @@ int main(int argc, char** argv) {
   try {
     return runJob(o);
   } catch (const coll::Error& e) {
+    std::fprintf(stderr, "collectiverun: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // Each rank's launch holds a copy of the environment: a huge -np can exhaust memory.
+    std::fprintf(stderr, "collectiverun: out of memory while preparing or running %d rank(s)\n", o.np);
+    return 1;
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "collectiverun: %s\n", e.what());
     return 1;
   }

@@ -62,6 +62,17 @@ class Launcher : public ::testing::Test {
   pid_t start(const std::vector<std::string>& args, const std::vector<std::string>& extraEnv = {}) {
     std::vector<std::string> argv{exe_};
     argv.insert(argv.end(), args.begin(), args.end());
+    return startArgv(argv, extraEnv);
+  }
+
+  // The launcher under a limit on its address space (KiB), through sh's ulimit.
+  Result runWithMemoryLimit(long kib, const std::vector<std::string>& args) {
+    std::vector<std::string> argv{"/bin/sh", "-c", "ulimit -v " + std::to_string(kib) + " && exec \"$0\" \"$@\"", exe_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return finish(startArgv(argv, {}));
+  }
+
+  pid_t startArgv(std::vector<std::string> argv, const std::vector<std::string>& extraEnv) {
     std::vector<std::string> env(extraEnv);
     for (char** e = environ; *e; ++e) env.emplace_back(*e);
     std::vector<char*> cargv, cenv;
@@ -75,7 +86,7 @@ class Launcher : public ::testing::Test {
     posix_spawn_file_actions_addopen(&fa, 1, (dir_ + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawn_file_actions_addopen(&fa, 2, (dir_ + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     pid_t pid = -1;
-    int rc = posix_spawn(&pid, exe_.c_str(), &fa, nullptr, cargv.data(), cenv.data());
+    int rc = posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, cargv.data(), cenv.data());
     posix_spawn_file_actions_destroy(&fa);
     EXPECT_EQ(rc, 0);
     started_ = Clock::now();
@@ -325,6 +336,18 @@ TEST_F(Launcher, BadUsageExitsWith2) {
   Result help = run({"--help"});
   EXPECT_EQ(help.exitCode, 0);
   EXPECT_NE(help.out.find("usage: collectiverun -np N"), std::string::npos);
+}
+
+TEST_F(Launcher, RunningOutOfMemoryIsAnErrorNotACrash) {
+  // A million ranks' launch descriptions (each with a copy of the environment) do not
+  // fit in 256 MiB: std::bad_alloc used to escape main ("terminate called", abort, 134).
+  constexpr long kLimitKiB = 256 * 1024;
+  Result probe = runWithMemoryLimit(kLimitKiB, {"-np", "1", "true"});
+  if (probe.exitCode != 0) GTEST_SKIP() << "the launcher does not start under ulimit -v (sanitizer build?): " << probe.err;
+  Result r = runWithMemoryLimit(kLimitKiB, {"-np", "1000000", "true"});
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_NE(r.err.find("collectiverun: out of memory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
 }
 
 TEST_F(Launcher, MissingProgramIsReported) {

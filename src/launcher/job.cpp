@@ -1,9 +1,12 @@
 #include "launcher/job.hpp"
 
+#include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -44,12 +47,61 @@ Job::Job(std::vector<RankLaunch> ranks, double timeoutSec) : timeoutSec_(timeout
     COLL_THROW(collSystemError, "sigprocmask: ", std::strerror(errno));
   sigFd_.reset(signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
   if (!sigFd_) COLL_THROW(collSystemError, "signalfd: ", std::strerror(errno));
+  // emit() waits for a stream to poll writable: one opened read-only never would.
+  auto writable = [](int fd) {
+    int flags = ::fcntl(fd, F_GETFL);
+    return flags >= 0 && (flags & O_ACCMODE) != O_RDONLY;
+  };
+  stdoutOk_ = writable(1);
+  stderrOk_ = writable(2);
 }
 
 Job::~Job() { sigprocmask(SIG_SETMASK, &oldMask_, nullptr); }
 
 void Job::say(const std::string& msg) {
-  if (stderrOk_) stderrOk_ = writeAll(2, "collectiverun: " + msg + "\n");
+  std::string line = "collectiverun: " + msg + "\n";
+  if (waitingFd_ >= 0) deferred_ += line;  // after the write under way (2>&1: one stream)
+  else if (stderrOk_) stderrOk_ = emit(2, line);
+}
+
+void Job::flushDeferred() {
+  if (deferred_.empty() || waitingFd_ >= 0) return;
+  std::string text;
+  text.swap(deferred_);
+  if (stderrOk_) stderrOk_ = emit(2, text);
+}
+
+int Job::msUntilNextDeadline() const {
+  int ms = -1;
+  for (const auto& t : {timeoutAt_, killAt_, giveUpAt_})
+    if (t) ms = ms < 0 ? msUntil(*t) : std::min(ms, msUntil(*t));
+  return ms;
+}
+
+bool Job::emit(int fd, std::string_view data) {
+  while (!data.empty()) {
+    pollfd fds[2] = {{fd, POLLOUT, 0}, {sigFd_.get(), POLLIN, 0}};
+    waitingFd_ = fd;
+    // Once SIGKILL has gone out the job is over: what the reader does not take at once
+    // is dropped, so that the launcher can end.
+    int n = ::poll(fds, 2, giveUpAt_ ? 0 : msUntilNextDeadline());
+    int err = errno;
+    if (n > 0 && fds[1].revents) handleSignals();
+    checkDeadlines();
+    waitingFd_ = -1;
+    if (n < 0 && err != EINTR) return false;
+    if (fds[0].revents & (POLLERR | POLLNVAL)) return false;
+    if (!(fds[0].revents & (POLLOUT | POLLHUP))) {
+      if (giveUpAt_ && n >= 0) return false;
+      continue;
+    }
+    // At most PIPE_BUF: a pipe that polls writable takes that much without blocking.
+    ssize_t w = ::write(fd, data.data(), std::min(data.size(), size_t{PIPE_BUF}));
+    if (w < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (w <= 0) return false;  // EPIPE: the reader has gone
+    data.remove_prefix(static_cast<size_t>(w));
+  }
+  return true;
 }
 
 int Job::run() {
@@ -62,8 +114,10 @@ int Job::run() {
       break;
     }
   }
+  reportExits();
   for (Proc& p : procs_) finishOutput(p);
   if (ending_ != Ending::None) reapLeftoverGroups();
+  flushDeferred();
   return exitCode_;
 }
 
@@ -104,25 +158,25 @@ void Job::launchAll() {
     if (p.in && !p.launch.stdinLine.empty()) writeAll(p.in.get(), p.launch.stdinLine);
     std::string prefix = strCat("[", p.launch.rank, "] ");
     p.outTag = std::make_unique<LineTagger>(prefix, [this](std::string_view s) {
-      if (stdoutOk_) stdoutOk_ = writeAll(1, s);
+      if (stdoutOk_) outBuf_.append(s);
     });
     p.errTag = std::make_unique<LineTagger>(prefix, [this](std::string_view s) {
-      if (stderrOk_) stderrOk_ = writeAll(2, s);
+      if (stderrOk_) errBuf_.append(s);
     });
   }
 }
 
 void Job::loopOnce() {
+  reportExits();
+  flushDeferred();
+  if (running_ == 0) return;
   std::vector<pollfd> fds{{sigFd_.get(), POLLIN, 0}};
   std::vector<std::pair<Proc*, bool>> owners{{nullptr, false}};
   for (Proc& p : procs_) {
     if (p.out) fds.push_back({p.out.get(), POLLIN, 0}), owners.emplace_back(&p, false);
     if (p.err) fds.push_back({p.err.get(), POLLIN, 0}), owners.emplace_back(&p, true);
   }
-  int timeoutMs = -1;
-  for (const auto& t : {timeoutAt_, killAt_, giveUpAt_})
-    if (t) timeoutMs = timeoutMs < 0 ? msUntil(*t) : std::min(timeoutMs, msUntil(*t));
-  int n = ::poll(fds.data(), fds.size(), timeoutMs);
+  int n = ::poll(fds.data(), fds.size(), msUntilNextDeadline());
   if (n < 0 && errno != EINTR) COLL_THROW(collSystemError, "poll: ", std::strerror(errno));
   for (size_t i = 1; n > 0 && i < fds.size(); ++i)
     if (fds[i].revents) readPipe(*owners[i].first, owners[i].second, false);
@@ -150,32 +204,42 @@ void Job::reapChildren() {
       p.running = false;
       --running_;
       p.in.reset();
-      // Everything the rank wrote before exiting is in the pipe now: show it before any
-      // message about how it ended.
-      if (p.out) readPipe(p, false, true);
-      if (p.err) readPipe(p, true, true);
-      onRankExit(p, status);
+      // The job ends now, even while emit() waits on a reader that takes nothing.
+      exited_.emplace_back(&p, onRankExit(p, status));
     }
+  }
+  reportExits();
+}
+
+void Job::reportExits() {
+  // Draining writes output: not while emit() waits to write (it comes back here after).
+  while (!exited_.empty() && waitingFd_ < 0) {
+    auto [p, verdict] = exited_.front();
+    exited_.erase(exited_.begin());
+    // Everything the rank wrote before exiting is in the pipe now: show it before any
+    // message about how it ended.
+    if (p->out) readPipe(*p, false, true);
+    if (p->err) readPipe(*p, true, true);
+    if (!verdict.empty()) say(verdict);
   }
 }
 
-void Job::onRankExit(Proc& p, int status) {
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
-  if (ending_ != Ending::None) return;  // a consequence of the ending already under way
+std::string Job::onRankExit(Proc& p, int status) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  if (ending_ != Ending::None) return "";  // a consequence of the ending already under way
   std::string who = strCat("rank ", p.launch.rank);
   if (p.launch.remote) who += strCat(" (on ", p.launch.host, ")");
   std::string others = procs_.size() > 1 ? "; killing the other ranks" : "";
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
-    say(strCat(who, " killed by signal ", describeSignal(sig), others));
     beginTermination(Ending::Failure, 128 + sig, SIGTERM);
-    return;
+    return strCat(who, " killed by signal ", describeSignal(sig), others);
   }
   int code = WEXITSTATUS(status);
   // ssh's own failures (host unreachable, authentication) exit with 255.
   std::string hint = p.launch.remote && code == 255 ? " (the remote shell may have failed)" : "";
-  say(strCat(who, " exited with status ", code, hint, others));
   beginTermination(Ending::Failure, code, SIGTERM);
+  return strCat(who, " exited with status ", code, hint, others);
 }
 
 void Job::onLauncherSignal(int signo) {
@@ -242,10 +306,12 @@ void Job::readPipe(Proc& p, bool isErr, bool drain) {
     if (r < 0 && errno == EAGAIN) return;
     if (r <= 0) {  // EOF, or an error that will not go away
       if (tag) tag->finish();
+      flushRankOutput();
       fd.reset();
       return;
     }
     if (tag) tag->feed(std::string_view(buf, static_cast<size_t>(r)));
+    flushRankOutput();
     total += static_cast<size_t>(r);
     if (!drain || total >= kDrainLimit) return;
   }
@@ -256,6 +322,16 @@ void Job::finishOutput(Proc& p) {
   if (p.err) readPipe(p, true, true);
   if (p.outTag) p.outTag->finish();
   if (p.errTag) p.errTag->finish();
+  flushRankOutput();
+}
+
+void Job::flushRankOutput() {
+  std::string text;
+  text.swap(outBuf_);
+  if (!text.empty() && stdoutOk_) stdoutOk_ = emit(1, text);
+  text.clear();
+  text.swap(errBuf_);
+  if (!text.empty() && stderrOk_) stderrOk_ = emit(2, text);
 }
 
 }  // namespace coll::launcher

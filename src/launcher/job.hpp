@@ -17,6 +17,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "launcher/output.hpp"
@@ -60,7 +62,9 @@ class Job {
   void loopOnce();
   void handleSignals();
   void reapChildren();
-  void onRankExit(Proc& p, int status);
+  void reportExits();
+  // Begins the job's termination if this exit is its first failure; returns the message.
+  std::string onRankExit(Proc& p, int status);
   void onLauncherSignal(int signo);
   void checkDeadlines();
   void beginTermination(Ending why, int exitCode, int signo);
@@ -70,6 +74,14 @@ class Job {
   void readPipe(Proc& p, bool isErr, bool drain);
   void finishOutput(Proc& p);
   void say(const std::string& msg);
+  // Writes to the launcher's stdout (1) or stderr (2) without letting a reader that
+  // takes nothing (a paused pager) stop the job: while waiting, launcher signals and
+  // deadlines are still handled. False once the stream is unusable, or still full after
+  // SIGKILL went out.
+  bool emit(int fd, std::string_view data);
+  void flushRankOutput();  // the tagged lines of the last read, in one go per stream
+  void flushDeferred();
+  int msUntilNextDeadline() const;
 
   std::vector<Proc> procs_;
   std::optional<Clock::time_point> timeoutAt_;
@@ -79,6 +91,12 @@ class Job {
   int exitCode_ = 0;
   int running_ = 0;
   bool stdoutOk_ = true, stderrOk_ = true;
+  int waitingFd_ = -1;  // the stream emit() is waiting on; -1 when none
+  // Ranks reaped whose last output and exit message (if any) are not written yet: that
+  // waits while emit() does.
+  std::vector<std::pair<Proc*, std::string>> exited_;
+  std::string deferred_;  // messages for stderr while emit() waits
+  std::string outBuf_, errBuf_;  // tagged rank lines not yet written
   sigset_t oldMask_;
   UniqueFd sigFd_;
 };

@@ -1,6 +1,7 @@
 // collectiverun: starts the ranks of a libcollective job on this host and, through ssh,
 // on others; tags their output; ends the whole job when any rank fails. See
 // doc/launch.md for the environment each rank gets.
+#include <fcntl.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -108,6 +109,10 @@ int main(int argc, char** argv) {
   using namespace coll::launcher;
   // A closed stdout must not kill the launcher and orphan the ranks; writes report EPIPE.
   std::signal(SIGPIPE, SIG_IGN);
+  // A closed stdin, stdout or stderr would be reused for the launcher's own pipes or
+  // signalfd, and rank output written there (or waited for: one never polls writable).
+  for (int fd = 0; fd <= 2; ++fd)
+    if (::fcntl(fd, F_GETFD) < 0) (void)::open("/dev/null", O_RDWR);
   std::vector<std::string> args(argv + 1, argv + argc);
   const char* sshEnv = std::getenv("COLLECTIVERUN_SSH");
   Options o;

@@ -83,7 +83,8 @@ class Launcher : public ::testing::Test {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, (dir_ + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (stdoutFd_ >= 0) posix_spawn_file_actions_adddup2(&fa, stdoutFd_, 1);
+    else posix_spawn_file_actions_addopen(&fa, 1, (dir_ + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawn_file_actions_addopen(&fa, 2, (dir_ + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     pid_t pid = -1;
     int rc = posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, cargv.data(), cenv.data());
@@ -130,6 +131,7 @@ class Launcher : public ::testing::Test {
   }
 
   std::string exe_, dir_;
+  int stdoutFd_ = -1;  // the launcher's stdout when set, else the file dir_/out
   Clock::time_point started_;
 };
 
@@ -316,6 +318,43 @@ TEST_F(Launcher, LauncherSignalsAreForwarded) {
   EXPECT_EQ(r.exitCode, 128 + SIGTERM) << r.err;
   EXPECT_NE(r.err.find("forwarding"), std::string::npos) << r.err;
   for (int p : pidsIn(pids)) EXPECT_TRUE(waitGone(p)) << "pid " << p << " survived";
+}
+
+TEST_F(Launcher, StdoutNobodyReadsDoesNotStopTimeoutOrSignals) {
+  // A reader that takes nothing (a paused pager, a stuck pipeline). The launcher used to
+  // block in write() with SIGINT and SIGTERM blocked: neither --timeout nor a signal
+  // ended the job, only SIGKILL did.
+  int stalled[2];
+  ASSERT_EQ(::pipe2(stalled, O_CLOEXEC), 0);
+  stdoutFd_ = stalled[1];
+  std::string pids = dir_ + "/pids";
+  Result r = run({"--timeout", "0.5", "-np", "2", "sh", "-c", "echo $$ >> " + pids + "; exec yes flood"});
+  EXPECT_EQ(r.exitCode, 124) << r.err;
+  EXPECT_LT(r.seconds, 6.0);  // the 3 s SIGTERM grace, then the output is dropped
+  EXPECT_NE(r.err.find("timed out"), std::string::npos) << r.err;
+  std::vector<int> started = pidsIn(pids);
+  EXPECT_EQ(started.size(), 2u);
+  for (int p : started) EXPECT_TRUE(waitGone(p)) << "pid " << p << " survived";
+
+  // A failing rank ends the job too.
+  Result f = run({"-np", "2", "sh", "-c", "if [ $COLL_RANK = 1 ]; then sleep 0.3; exit 5; fi; exec yes flood"});
+  EXPECT_EQ(f.exitCode, 5) << f.err;
+  EXPECT_LT(f.seconds, 6.0);
+  EXPECT_NE(f.err.find("rank 1 exited with status 5"), std::string::npos) << f.err;
+
+  pid_t pid = start({"-np", "2", "sh", "-c", "echo $$ >> " + pids + "2; exec yes flood"});
+  ASSERT_TRUE(waitForLines(pids + "2", 2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the pipe is full by now
+  ::kill(pid, SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ::kill(pid, SIGTERM);  // a second one: SIGKILL at once
+  Result s = finish(pid);
+  EXPECT_EQ(s.exitCode, 128 + SIGTERM) << s.err;
+  EXPECT_LT(s.seconds, 3.0);
+  EXPECT_NE(s.err.find("forwarding it to every rank"), std::string::npos) << s.err;
+  for (int p : pidsIn(pids + "2")) EXPECT_TRUE(waitGone(p)) << "pid " << p << " survived";
+  ::close(stalled[0]);
+  ::close(stalled[1]);
 }
 
 TEST_F(Launcher, AllRanksSucceeding) {

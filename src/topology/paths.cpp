@@ -134,6 +134,9 @@ void LinkTable::applyOverrides(const std::string& list, bool bandwidth, const ch
     double v = strtod(value.c_str(), &end);
     COLL_CHECK_ARG(!value.empty() && end && *end == 0 && std::isfinite(v) && v > 0, what, ": ",
                    name, "='", value, "' is not a positive number");
+    // Beyond these the cost model's estimates overflow to infinity or vanish.
+    COLL_CHECK_ARG(v >= 1e-6 && v <= 1e9, what, ": ", name, "='", value, "' is outside [1e-06, 1e+09] ",
+                   bandwidth ? "GB/s" : "us");
     LinkCost& cost = slot == kEthernetSlot ? ethernet : byClass[slot];
     (bandwidth ? cost.bwGBs : cost.latUs) = v;
     (bandwidth ? userBw : userLat)[slot] = true;

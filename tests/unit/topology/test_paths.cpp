@@ -141,6 +141,11 @@ TEST(TopoPaths, LinkTableDefaultsAndOverrides) {
               {"COLL_TOPO_LINK_BW", "unknown path class 'pix'"});
   expectError([&] { x.applyOverrides("network=-1", true, "V"); }, collInvalidArgument, {"network='-1'"});
   expectError([&] { x.applyOverrides("network=1e9x", true, "V"); }, collInvalidArgument, {"1e9x"});
+  // Values the cost model cannot use: its estimates would be infinite or zero.
+  expectError([&] { x.applyOverrides("network=1e308", false, "V"); }, collInvalidArgument,
+              {"network='1e308' is outside", "us"});
+  expectError([&] { x.applyOverrides("ethernet=1e-300", true, "V"); }, collInvalidArgument,
+              {"ethernet='1e-300' is outside", "GB/s"});
   expectError([&] { x.applyOverrides("network", false, "V"); }, collInvalidArgument, {"not class=value"});
 }
 

@@ -19,8 +19,9 @@ struct JobWide {
 };
 
 // What a rank's choice of algorithm, message cuts and transports depends on, and what the
-// engine's ranks must share to negotiate. Tunables of one side of a link only (ring and staging sizes of shm, TCP streams and striping, the
-// pipeline depth) are left out: the transports agree on those between the two ends.
+// engine's ranks must share to negotiate. Tunables of one side of a link only (ring and
+// staging sizes of shm, TCP streams and striping, the pipeline depth) are left out: the
+// transports agree on those between the two ends.
 constexpr JobWide kJobWide[] = {
     {"COLL_ALGO", Form::List},
     {"COLL_TUNER_PLUGIN", Form::FileName},

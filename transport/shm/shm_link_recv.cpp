@@ -200,7 +200,13 @@ void ShmLink::copyRemote(void* local, uint64_t remote, size_t n, bool write, con
                       : process_vm_readv(p_.peerPid, &l, 1, &r, 1, 0);
   if (got == static_cast<ssize_t>(n)) return;
   int err = got < 0 ? errno : EFAULT;
-  if (err == ESRCH) slowChecks(true);  // names the dead peer when that is the cause
+  if (err == ESRCH) {
+    slowChecks(true);  // names the dead peer when that is the cause
+    // The kernel found no process, or one whose memory is already gone: the peer is
+    // exiting, a moment before /proc shows it as a zombie.
+    fail(collRemoteError, strCat("peer rank ", p_.peer, " (pid ", p_.peerPid, ") died: its memory is gone ",
+                                 "(single-copy ", write ? "write" : "read", ": ", sysErrorText(err), ")"));
+  }
   fail(err == EFAULT ? collRemoteError : collSystemError,
        strCat("single-copy ", write ? "write" : "read", " of ", n, " bytes at 0x", std::hex, remote,
               std::dec, write ? " to" : " from", " pid ", p_.peerPid, " failed: ",

@@ -418,7 +418,20 @@ bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
 }
 }  // namespace
 
+void checkSelfPairs(int rank, const std::vector<const OpArgs*>& ops) {
+  std::vector<size_t> sends, recvs;
+  for (const OpArgs* op : ops)
+    if (op->isP2P() && op->root == rank)
+      (op->kind == OpKind::Send ? sends : recvs).push_back(op->count * typeSize(op->dtype));
+  COLL_ENFORCE_EQ(sends.size(), recvs.size(), collInvalidUsage,
+                  "sends to self and receives from self in one group must pair up");
+  for (size_t i = 0; i < sends.size(); ++i)
+    COLL_ENFORCE_EQ(sends[i], recvs[i], collInvalidUsage, "send to self number ", i,
+                    " and the receive from self it pairs with differ in size");
+}
+
 void Comm::executeP2P(const std::vector<const OpArgs*>& ops) {
+  checkSelfPairs(rank_, ops);
   Progress pg(*this, "send/recv");
   // A send whose buffer a receive of the same group also writes (an in-place exchange:
   // send a buffer, receive its replacement) leaves from a copy taken now: single-copy
@@ -454,14 +467,8 @@ void Comm::executeP2P(const std::vector<const OpArgs*>& ops) {
     else pg.recv(op.root, op.recvbuf, bytes, &xs[i], true);  // the sender only waits: let it help
     wait.push_back(&xs[i]);
   }
-  COLL_ENFORCE_EQ(selfSends.size(), selfRecvs.size(), collInvalidUsage,
-                  "sends to self and receives from self in one group must pair up");
-  for (size_t i = 0; i < selfSends.size(); ++i) {
-    size_t sb = selfSends[i]->count * typeSize(selfSends[i]->dtype);
-    size_t rb = selfRecvs[i]->count * typeSize(selfRecvs[i]->dtype);
-    COLL_ENFORCE_EQ(sb, rb, collInvalidUsage, "send to self and receive from self differ in size");
-    memmove(selfRecvs[i]->recvbuf, selfFrom[i], sb);
-  }
+  for (size_t i = 0; i < selfSends.size(); ++i)  // paired and sized alike: checked above
+    memmove(selfRecvs[i]->recvbuf, selfFrom[i], selfSends[i]->count * typeSize(selfSends[i]->dtype));
   pg.waitAll(wait.data(), wait.size());
 }
 

@@ -27,6 +27,11 @@ namespace coll {
 
 class Request;
 
+// Sends to self and receives from self pair up in order, with equal sizes (the i-th send
+// is copied into the i-th receive); throws collInvalidUsage otherwise. Operations that
+// are not point-to-point are passed over.
+void checkSelfPairs(int rank, const std::vector<const OpArgs*>& ops);
+
 class Comm {
  public:
   // Connects to the job named by `id` as `rank` of `nranks`. Collective over the ranks.

@@ -16,21 +16,13 @@ struct GroupState {
 };
 thread_local GroupState tlsGroup;
 
-// Sends to self and receives from self pair up in order, with equal sizes (the i-th send
-// is copied into the i-th receive). Checked before a host batch runs: found while running,
-// the mismatch failed the batch halfway and left the communicator unusable. (A stream-
-// ordered unit fails on its stream instead, as an async error: doc/cuda.md, "Groups".)
+// Self sends and receives are checked before a host batch runs: found while running, a
+// mismatch failed the batch halfway and left the communicator unusable. (A stream-ordered
+// unit fails on its stream instead, as an async error: doc/cuda.md, "Groups".)
 void checkSelfPairs(const collComm& c, const std::vector<GroupedOp>& batch) {
-  const int me = c.impl->rank();
-  std::vector<size_t> sends, recvs;
-  for (const GroupedOp& g : batch)
-    if (g.op.isP2P() && g.op.root == me)
-      (g.op.kind == OpKind::Send ? sends : recvs).push_back(g.op.count * typeSize(g.op.dtype));
-  COLL_ENFORCE_EQ(sends.size(), recvs.size(), collInvalidUsage,
-                  "sends to self and receives from self in one group must pair up");
-  for (size_t i = 0; i < sends.size(); ++i)
-    COLL_ENFORCE_EQ(sends[i], recvs[i], collInvalidUsage, "send to self number ", i,
-                    " and the receive from self it pairs with differ in size");
+  std::vector<const OpArgs*> ops;
+  for (const GroupedOp& g : batch) ops.push_back(&g.op);
+  coll::checkSelfPairs(c.impl->rank(), ops);
 }
 
 // Runs, or launches on streams, one communicator's share of the group. Returns what the

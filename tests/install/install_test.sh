@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Installs the build into a temporary directory (meson install --destdir) and builds
+# what a framework would build against it, from the installed files only:
+#   - every installed header compiles on its own (C headers as C99 and C11, C++ headers
+#     as C++20, all with -Wall -Wextra -pedantic -Werror), so each is self-contained and
+#     everything it includes is installed too;
+#   - a C program (C99 and C11) and a C++ program, with pkg-config's --cflags/--libs,
+#     link and run against the installed shared library;
+#   - the shared library has a soname and exports only the public API;
+#   - the tuner plugin header and the example plugin are installed.
+# usage: install_test.sh BUILD_DIR SOURCE_DIR   (CC and CXX name the compilers)
+set -uo pipefail
+build=$1
+src=$2
+CC=${CC:-cc}
+CXX=${CXX:-c++}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/coll-install-test.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+
+if ! meson install -C "$build" --no-rebuild --quiet --destdir "$tmp/root" >"$tmp/install.log" 2>&1; then
+  echo "FAIL: meson install --destdir failed (is the whole project built?)"; cat "$tmp/install.log"; exit 1
+fi
+
+# The .pc file says prefix=<configured prefix>; point it into the destdir, as a package
+# relocated there would. Everything else in it must follow from ${prefix}.
+pc=$(find "$tmp/root" -name collective.pc | head -n 1)
+[ -n "$pc" ] || { echo "FAIL: no collective.pc installed"; find "$tmp/root" -type f | head -50; exit 1; }
+mkdir -p "$tmp/pc"
+prefix=$(sed -n 's/^prefix=//p' "$pc")
+sed "s|^prefix=.*|prefix=$tmp/root$prefix|" "$pc" >"$tmp/pc/collective.pc"
+export PKG_CONFIG_PATH="$tmp/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+cflags=$(pkg-config --cflags collective) || { echo "FAIL: pkg-config --cflags collective"; exit 1; }
+libs=$(pkg-config --libs collective) || { echo "FAIL: pkg-config --libs collective"; exit 1; }
+incdir=$(pkg-config --variable=includedir collective)
+libdir=$(pkg-config --variable=libdir collective)
+case "$cflags $libs" in
+  *"$src"*|*"$build"*) bad "pkg-config points into the source or build tree: $cflags $libs" ;;
+esac
+[ -f "$incdir/collective.h" ] || bad "collective.h is not in the includedir $incdir"
+[ -f "$incdir/collective/coll_tuner.h" ] || bad "the tuner plugin header is not installed"
+ls "$libdir"/libcoll_tuner_table.so >/dev/null 2>&1 || bad "the example tuner plugin is not installed in $libdir"
+
+warn=(-Wall -Wextra -pedantic -Werror)
+# Each header alone, as the first and only include of a file, in parallel.
+checks=()
+for h in "$incdir"/collective.h "$incdir"/collective/*.h; do
+  rel=${h#"$incdir"/}
+  for std in c99 c11; do
+    f="$tmp/h_${rel//\//_}_$std.c"
+    printf '#include <%s>\nint coll_header_check;\n' "$rel" >"$f"
+    checks+=("$CC -std=$std ${warn[*]} $cflags -fsyntax-only $f")
+  done
+done
+for h in "$incdir"/collective/*.hpp; do  # collective.hpp: consumer.cpp includes it first
+  rel=${h#"$incdir"/}
+  [ "$rel" = collective/collective.hpp ] && continue
+  f="$tmp/h_${rel//\//_}.cpp"
+  printf '#include <%s>\nint coll_header_check;\n' "$rel" >"$f"
+  checks+=("$CXX -std=c++20 ${warn[*]} $cflags -fsyntax-only $f")
+done
+pids=()
+for i in "${!checks[@]}"; do
+  ${checks[$i]} >"$tmp/check$i.log" 2>&1 &
+  pids+=($!)
+done
+
+# The C consumer as C99 and C11, and the C++ one, against the installed shared library.
+for std in c99 c11; do
+  if $CC -std=$std "${warn[@]}" $cflags "$src/tests/install/consumer.c" -o "$tmp/c_$std" $libs \
+      >"$tmp/c_$std.log" 2>&1; then
+    LD_LIBRARY_PATH="$libdir" "$tmp/c_$std" || bad "the $std consumer failed"
+    LD_LIBRARY_PATH="$libdir" ldd "$tmp/c_$std" | grep -q "$libdir/libcollective.so" ||
+      bad "the $std consumer did not load libcollective from $libdir"
+  else
+    bad "the C consumer does not build as $std"; cat "$tmp/c_$std.log"
+  fi
+done
+if $CXX -std=c++20 "${warn[@]}" $cflags "$src/tests/install/consumer.cpp" -o "$tmp/cxx" $libs \
+    >"$tmp/cxx.log" 2>&1; then
+  LD_LIBRARY_PATH="$libdir" "$tmp/cxx" || bad "the C++ consumer failed"
+else
+  bad "the C++ consumer does not build"; cat "$tmp/cxx.log"
+fi
+
+# The shared library: a soname, and no symbols beyond the C API (coll*) and the C++ API
+# (collective::...).
+so=$(readlink -f "$libdir/libcollective.so")
+readelf -d "$so" | grep -q 'SONAME.*libcollective\.so\.' || bad "$so has no soname"
+leaked=$(nm -D --defined-only "$so" | awk '{print $3}' | c++filt |
+  grep -Ev '^coll[A-Z][A-Za-z]*$|^(typeinfo for |typeinfo name for |vtable for )?collective::' |
+  cut -c 1-160 | head -n 5)
+[ -z "$leaked" ] || bad "the shared library exports internal symbols, e.g.:"$'\n'"$leaked"
+
+for i in "${!pids[@]}"; do
+  if ! wait "${pids[$i]}"; then bad "${checks[$i]##* }: header does not compile on its own"; cat "$tmp/check$i.log"; fi
+done
+[ $fail -eq 0 ] && echo "install test: OK"
+exit $fail

@@ -6,6 +6,8 @@
 #     everything it includes is installed too;
 #   - a C program (C99 and C11) and a C++ program, with pkg-config's --cflags/--libs,
 #     link and run against the installed shared library;
+#   - the same C program links statically with pkg-config --static (skipped when the
+#     system's own dependencies cannot be linked statically);
 #   - the shared library has a soname and exports only the public API;
 #   - the tuner plugin header and the example plugin are installed.
 # usage: install_test.sh BUILD_DIR SOURCE_DIR   (CC and CXX name the compilers)
@@ -82,6 +84,30 @@ if $CXX -std=c++20 "${warn[@]}" $cflags "$src/tests/install/consumer.cpp" -o "$t
   LD_LIBRARY_PATH="$libdir" "$tmp/cxx" || bad "the C++ consumer failed"
 else
   bad "the C++ consumer does not build"; cat "$tmp/cxx.log"
+fi
+
+# Static: Libs.private and Requires.private must carry everything libcollective.a needs.
+# A library the system lacks altogether is left out (hwloc.pc asks for -ludev where
+# libudev-dev is not installed): that gap is the system's, not libcollective's.
+printf 'int main(void) { return 0; }\n' >"$tmp/empty.c"
+static=()
+deps=()
+for w in $(pkg-config --static --libs collective || echo FAILED); do
+  case $w in
+    FAILED) bad "pkg-config --static --libs collective" ;;
+    -lcollective) static+=("$libdir/libcollective.a") ;;
+    -l*) if $CC "$tmp/empty.c" -o "$tmp/empty" "$w" >/dev/null 2>&1; then static+=("$w"); deps+=("$w")
+         else echo "note: $w is not on this system: left out of the static link"; fi ;;
+    *) static+=("$w"); deps+=("$w") ;;
+  esac
+done
+if ! $CC "$tmp/empty.c" -o "$tmp/empty" "${deps[@]}" >/dev/null 2>&1; then
+  echo "note: static link not checked: this system cannot link ${deps[*]}"
+elif $CC -std=c11 $cflags "$src/tests/install/consumer.c" -o "$tmp/c_static" "${static[@]}" >"$tmp/static.log" 2>&1; then
+  "$tmp/c_static" || bad "the statically linked C consumer failed"
+else
+  bad "a C program does not link statically with pkg-config --static --libs collective"
+  grep -m 5 'undefined reference\|cannot find' "$tmp/static.log"
 fi
 
 # The shared library: a soname, and no symbols beyond the C API (coll*) and the C++ API

@@ -12,6 +12,10 @@
 // library. Every failure throws collective::Error. Buffers are host memory.
 #pragma once
 
+#if !defined(__cplusplus) || __cplusplus <= 201703L
+#error "<collective/communicator.hpp> needs C++20 (-std=c++20); C and older C++ can use <collective.h>"
+#endif
+
 #include <optional>
 #include <span>
 #include <string>

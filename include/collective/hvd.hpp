@@ -19,6 +19,10 @@
 // Errors are thrown as collective::hvd::Error (what() names the tensor and the ranks).
 #pragma once
 
+#if !defined(__cplusplus) || __cplusplus <= 201703L
+#error "<collective/hvd.hpp> needs C++20 (-std=c++20); C and older C++ can use <collective.h>"
+#endif
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>

@@ -8,6 +8,10 @@
 // collMemAlloc in collective.h). Move-only; the memory is freed with the object.
 #pragma once
 
+#if !defined(__cplusplus) || __cplusplus <= 201703L
+#error "<collective/memory.hpp> needs C++20 (-std=c++20); C and older C++ can use <collective.h>"
+#endif
+
 #include <cstddef>
 #include <span>
 #include <string>

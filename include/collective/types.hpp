@@ -6,6 +6,10 @@
 //   (IEEE binary16) and collective::bfloat16. Anything else does not compile.
 #pragma once
 
+#if !defined(__cplusplus) || __cplusplus <= 201703L
+#error "<collective/types.hpp> needs C++20 (-std=c++20); C and older C++ can use <collective.h>"
+#endif
+
 #include <cstdint>
 #include <type_traits>
 

@@ -9,7 +9,8 @@
 #   - the same C program links statically with pkg-config --static (skipped when the
 #     system's own dependencies cannot be linked statically);
 #   - the shared library has a soname and exports only the public API;
-#   - the tuner plugin header and the example plugin are installed.
+#   - the tuner plugin header and the example plugin are installed;
+#   - the C++ headers, compiled as C++17, say first that they need C++20.
 # usage: install_test.sh BUILD_DIR SOURCE_DIR   (CC and CXX name the compilers)
 set -uo pipefail
 build=$1
@@ -68,6 +69,11 @@ for i in "${!checks[@]}"; do
   pids+=($!)
 done
 
+# The C++ headers need C++20; an older standard gets one line that says so first, not
+# pages of errors about std::span and concepts.
+$CXX -std=c++17 -Wfatal-errors $cflags -fsyntax-only "$src/tests/install/consumer.cpp" >"$tmp/cxx17.log" 2>&1 &
+cxx17=$!
+
 # The C consumer as C99 and C11, and the C++ one, against the installed shared library.
 for std in c99 c11; do
   if $CC -std=$std "${warn[@]}" $cflags "$src/tests/install/consumer.c" -o "$tmp/c_$std" $libs \
@@ -122,5 +128,10 @@ leaked=$(nm -D --defined-only "$so" | awk '{print $3}' | c++filt |
 for i in "${!pids[@]}"; do
   if ! wait "${pids[$i]}"; then bad "${checks[$i]##* }: header does not compile on its own"; cat "$tmp/check$i.log"; fi
 done
+if wait $cxx17; then
+  bad "the C++ consumer compiled as C++17: the headers no longer need C++20 (update this test and doc/usage.md)"
+elif ! grep -m 1 'error' "$tmp/cxx17.log" | grep -q 'needs C++20'; then
+  bad "as C++17 the C++ headers fail without first saying that they need C++20:"; head -n 5 "$tmp/cxx17.log"
+fi
 [ $fail -eq 0 ] && echo "install test: OK"
 exit $fail

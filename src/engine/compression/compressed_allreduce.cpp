@@ -1,6 +1,8 @@
 #include "engine/compression/compressed_allreduce.hpp"
 
 #include <algorithm>
+#include <cfloat>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -91,10 +93,19 @@ class DensePipeline {
       const float* x = x_ + (from - at);
       const float* rt = rt_ + (from - at);
       const size_t m = to - from;
+      // A NaN or infinity (in a gradient, or a sum that overflowed) is not owed: kept in
+      // the residual it would make its block non-finite at every later step, and such a
+      // block is sent as zeros, so the block would never be delivered again.
       if (add)
-        for (size_t i = 0; i < m; ++i) res[i] += x[i] - rt[i];
+        for (size_t i = 0; i < m; ++i) {
+          const float d = x[i] - rt[i];
+          res[i] += std::fabs(d) <= FLT_MAX ? d : 0.0f;
+        }
       else
-        for (size_t i = 0; i < m; ++i) res[i] = x[i] - rt[i];
+        for (size_t i = 0; i < m; ++i) {
+          const float d = x[i] - rt[i];
+          res[i] = std::fabs(d) <= FLT_MAX ? d : 0.0f;
+        }
     });
   }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -373,6 +374,33 @@ TEST(CompressedAllreduce, ErrorFeedbackConverges) {
         EXPECT_GT(errK, 3 * errWithEf);
       }
     }
+  }
+}
+
+// A NaN or infinity in one step's gradient: its int8 block goes out as zeros in that
+// step, but the residual must stay finite. Owed, the NaN would make the block
+// non-finite (sent as zeros) at every later step: the block would never arrive again.
+TEST(CompressedAllreduce, Int8NonFiniteGradientIsNotOwedForever) {
+  const int ranks = 2;
+  const size_t n = 256;
+  CompressionSpec s = spec(CompressKind::Int8, false, 64);
+  s.errorFeedback = true;
+  std::vector<std::vector<float>> residual(ranks, std::vector<float>(n, 0));
+  for (int step = 0; step < 3; ++step) {
+    std::vector<std::vector<float>> bufs(ranks);
+    for (int r = 0; r < ranks; ++r) {
+      bufs[r].assign(n, 1.0f);
+      if (step == 0 && r == 0) {
+        bufs[r][3] = std::numeric_limits<float>::quiet_NaN();
+        bufs[r][70] = std::numeric_limits<float>::infinity();
+      }
+      for (size_t i = 0; i < n; ++i) bufs[r][i] += residual[r][i];
+    }
+    runCompressed(ranks, s, bufs, {n}, &residual, 5 + step);
+    for (int r = 0; r < ranks; ++r)
+      for (size_t i = 0; i < n; ++i) ASSERT_TRUE(std::isfinite(residual[r][i])) << "step " << step << " rank " << r << " i " << i;
+    if (step > 0)  // both ranks' 1.0 (and what rank 0 owed) arrive again
+      for (size_t i = 0; i < n; ++i) ASSERT_GE(bufs[1][i], 1.9f) << "step " << step << " i " << i;
   }
 }
 

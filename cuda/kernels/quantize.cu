@@ -50,8 +50,9 @@ __global__ void quantizeKernel(const float* src, size_t n, size_t block, bool st
     float maxAbs = 0.0f;  // fmaxf ignores NaN, as the CPU's max does
     for (size_t k = lane; k < m; k += 32) maxAbs = fmaxf(maxAbs, fabsf(x[k]));
     for (int o = 16; o > 0; o >>= 1) maxAbs = fmaxf(maxAbs, __shfl_xor_sync(kFull, maxAbs, o));
-    // A non-finite block cannot be scaled; zeros keep the other blocks usable.
-    const float scale = isfinite(maxAbs) && maxAbs > 0.0f ? maxAbs / 127.0f : 0.0f;
+    // A non-finite block cannot be scaled; zeros keep the other blocks usable. Below
+    // 127 / FLT_MAX (bits 0x02fe0001), 127 / maxAbs is infinite: zeros too, as on the CPU.
+    const float scale = isfinite(maxAbs) && __float_as_uint(maxAbs) >= 0x02fe0001u ? maxAbs / 127.0f : 0.0f;
     const float inv = scale > 0.0f ? 127.0f / maxAbs : 0.0f;
     uint8_t* out = dst + qb * (block + sizeof(float));
     if (lane < 4) out[lane] = static_cast<uint8_t>(__float_as_uint(scale) >> (8 * lane));

@@ -46,6 +46,8 @@ inline uint32_t hash32(uint32_t x) {
 // The bit pattern of max |x_i|. Patterns of non-negative floats order like the floats,
 // and every infinity or NaN compares above every finite value (>= kNonFinite).
 constexpr uint32_t kNonFinite = 0x7f800000u;
+// The bit pattern of the smallest max |x| for which 127 / max is finite in float.
+constexpr uint32_t kSmallestScalable = 0x02fe0001u;
 
 uint32_t maxAbsBitsScalar(const float* x, size_t m) {
   uint32_t r = 0;
@@ -205,8 +207,10 @@ class Int8Codec final : public DenseCodec {
     const uint32_t bits = maxAbsBits(x, m);
     auto* q = reinterpret_cast<int8_t*>(dst + sizeof(float));
     // A block with an infinity or NaN cannot be scaled: it is sent as zeros (and owed in
-    // full), so every other block stays usable.
-    if (bits == 0 || bits >= kNonFinite) {
+    // full), so every other block stays usable. So is a block whose largest magnitude is
+    // below 127 / FLT_MAX (about 3.7e-37): 127 / max would be infinite, and every zero of
+    // the block would quantize (0 * inf = NaN) to -127 or -128.
+    if (bits == 0 || bits >= kNonFinite || bits < kSmallestScalable) {
       const float zero = 0.0f;
       std::memcpy(dst, &zero, sizeof(float));
       std::memset(q, 0, m);

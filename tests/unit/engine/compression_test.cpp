@@ -62,6 +62,28 @@ TEST(Int8Codec, ErrorBoundedByBlockScale) {
   }
 }
 
+// Below about 3.7e-37 the block's 127 / max is infinite in float: zeros must not come
+// back as -max (0 * inf is NaN, which became -127 or -128), nor any value with the wrong
+// sign. The whole block goes out as zeros (with error feedback, it is owed).
+TEST(Int8Codec, TinyBlockKeepsZerosAndSigns) {
+  for (bool stochastic : {true, false}) {
+    auto c = makeDenseCodec(spec(CompressKind::Int8, stochastic, 64));
+    for (float tiny : {1e-38f, 1e-40f, 3e-37f, 1e-36f}) {
+      std::vector<float> x(100, 0.0f);  // a full block of 64 and a partial one (scalar tail)
+      x[0] = tiny;
+      x[40] = -tiny / 2;
+      x[70] = -tiny;
+      Rng rng(1);
+      auto y = roundTrip(*c, x, rng);
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (x[i] == 0.0f) ASSERT_EQ(y[i], 0.0f) << "tiny " << tiny << " i " << i << " st " << stochastic;
+        ASSERT_GE(x[i] * y[i], 0.0f) << "tiny " << tiny << " i " << i << " st " << stochastic;
+        ASSERT_LE(std::fabs(y[i] - x[i]), tiny) << "tiny " << tiny << " i " << i << " st " << stochastic;
+      }
+    }
+  }
+}
+
 TEST(Int8Codec, StochasticRoundingIsUnbiased) {
   auto c = makeDenseCodec(spec(CompressKind::Int8, true, 4));
   std::vector<float> x = {1.0f, 0.3f, -0.71f, 0.05f};  // scale 1/127: 0.3 sits between levels

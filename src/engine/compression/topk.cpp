@@ -30,7 +30,8 @@ size_t scanAccumulateScalar(float* xw, const float* x, const float* add, float s
   size_t m = 0;
   for (size_t i = from; i < n; ++i) {
     const float p = add[i] * scale;
-    const float v = x[i] + p;
+    const float s = x[i] + p;
+    const float v = s == s ? s : 0.0f;  // a NaN is dropped, not owed (see scan512)
     xw[i] = v;
     c[m] = static_cast<uint32_t>(i);
     m += std::fabs(v) >= threshold ? 1 : 0;
@@ -52,6 +53,9 @@ __attribute__((target("avx512f"))) size_t scan512(const float* x, const float* a
     __m512 v = _mm512_loadu_ps(x + i);
     if (add) {
       v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_loadu_ps(add + i), s));
+      // A NaN is never selected (|NaN| >= t is false): kept in the residual it would stay
+      // there, and the element would never be sent again. It is dropped instead.
+      v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);
       _mm512_storeu_ps(xw + i, v);
     }
     const __m512 a = _mm512_abs_ps(v);

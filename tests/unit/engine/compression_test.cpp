@@ -426,5 +426,28 @@ TEST(CompressedAllreduce, Int8NonFiniteGradientIsNotOwedForever) {
   }
 }
 
+// Top-k never selects a NaN; with error feedback a NaN gradient entry must not stay in
+// the residual, or that element is never sent again (its later gradients vanish).
+TEST(CompressedAllreduce, TopKNanGradientIsNotOwedForever) {
+  const int ranks = 2;
+  const size_t n = 1000;  // 62 vector steps of 16 and a scalar tail
+  CompressionSpec s = spec(CompressKind::TopK, false, 0, 0.01);
+  s.errorFeedback = true;
+  std::vector<std::vector<float>> residual(ranks, std::vector<float>(n, 0));
+  for (int step = 0; step < 3; ++step) {
+    std::vector<std::vector<float>> bufs(ranks, std::vector<float>(n));
+    for (int r = 0; r < ranks; ++r) {
+      for (size_t i = 0; i < n; ++i) bufs[r][i] = 0.001f * static_cast<float>(i);
+      bufs[r][7] = bufs[r][995] = 100.0f;
+      if (step == 0 && r == 0) bufs[r][7] = bufs[r][995] = std::numeric_limits<float>::quiet_NaN();
+    }
+    runCompressed(ranks, s, bufs, {n}, &residual, 9 + step);
+    for (int r = 0; r < ranks; ++r)
+      for (size_t i = 0; i < n; ++i) ASSERT_FALSE(std::isnan(residual[r][i])) << "step " << step << " rank " << r << " i " << i;
+    for (size_t i : {size_t{7}, size_t{995}})
+      for (int r = 0; r < ranks; ++r) EXPECT_EQ(bufs[r][i], step == 0 ? 100.0f : 200.0f) << "step " << step << " i " << i;
+  }
+}
+
 }  // namespace
 }  // namespace coll::engine

@@ -38,17 +38,22 @@ class DensePipeline {
         piece_(roundUp(kPieceElems, codec.alignment())) {
     size_t step = codec.alignment() * ranks_;
     size_t chunk = std::max(step, roundUp(chunkElems, step));
-    size_t total = 0;
+    size_t total = 0, widest = 1;
     for (size_t lo = 0; lo < n; lo += chunk) {
       Chunk k;
       k.lo = lo;
       k.len = std::min(chunk, n - lo);
       k.shard = roundUp((k.len + ranks_ - 1) / ranks_, codec.alignment());
+      // No shard holds more than the chunk's elements: buffers, pieces and the wire are
+      // sized by that, not by a quantization block that may be far larger than the data.
+      const size_t longest = std::min(k.shard, k.len);
+      widest = std::max(widest, longest);
       // 64-byte aligned shards keep 16-bit views of encoded data aligned.
-      k.enc = roundUp(codec.encodedBytes(k.shard), 64);
+      k.enc = roundUp(codec.encodedBytes(longest), 64);
       total += ranks_ * k.enc;
       chunks_.push_back(std::move(k));
     }
+    piece_ = std::min(piece_, widest);  // one piece per shard then: no block is cut
     auto* send = static_cast<uint8_t*>(bufs.get(BufferSlot::Send, total));
     auto* recv = static_cast<uint8_t*>(bufs.get(BufferSlot::Recv, total));
     for (auto& k : chunks_) {

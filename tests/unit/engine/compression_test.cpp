@@ -449,5 +449,30 @@ TEST(CompressedAllreduce, TopKNanGradientIsNotOwedForever) {
   }
 }
 
+// A quantization block far larger than the tensor: the buffers and the bytes on the wire
+// follow the data, not the block (block_size 1 << 24 for 10 floats asked for 192 MB;
+// near INT_MAX, tens of GB, and the failed allocation stopped the engine).
+TEST(CompressedAllreduce, Int8BlockLargerThanTheTensorIsNotPaddedOut) {
+  const int ranks = 2;
+  const size_t n = 10;
+  auto world = testing::FakeWorld::create(ranks);
+  std::vector<size_t> bytes(ranks);
+  std::vector<std::vector<float>> bufs(ranks, std::vector<float>(n));
+  testing::runRanks(ranks, [&](int r) {
+    auto c = world->member(r);
+    FusionBuffers fb;
+    Rng rng(r + 1);
+    for (size_t i = 0; i < n; ++i) bufs[r][i] = static_cast<float>(r + 1 + i);
+    auto codec = makeDenseCodec(spec(CompressKind::Int8, false, 1 << 24));
+    denseCompressedAllreduce(*c, *codec, bufs[r].data(), n, {{0, n, nullptr}}, fb, rng, 1 << 20);
+    bytes[r] = fb.totalBytes();
+  });
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_LT(bytes[r], 4096u) << "rank " << r;
+    EXPECT_EQ(bufs[r], bufs[0]);
+    for (size_t i = 0; i < n; ++i) ASSERT_NEAR(bufs[r][i], 3.0f + 2.0f * i, 0.2f) << i;
+  }
+}
+
 }  // namespace
 }  // namespace coll::engine

@@ -138,6 +138,12 @@ Handle ContextImpl::groupedAllreduce(const std::vector<Tensor>& in, const std::v
     e->meta.prescale = o.prescale_factor;
     e->meta.postscale = o.postscale_factor;
     e->meta.compression = toSpec(o.compression, in[i], e->meta.redOp, n);
+    // The residual is kept per name, and an unnamed tensor gets a new name every call:
+    // its residual would never be read again, only piled up.
+    if (name.empty() && e->meta.compression.usesErrorFeedback())
+      throw Error(collInvalidArgument, coll::strCat("allreduce: ", coll::engine::compressKindName(e->meta.compression.kind),
+                                                    " error feedback keeps a residual per tensor name; name the tensor or "
+                                                    "set error_feedback = false"));
     if (grouped) {
       e->meta.group = base;
       e->meta.groupSize = static_cast<int32_t>(in.size());

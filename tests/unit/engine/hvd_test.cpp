@@ -408,4 +408,28 @@ TEST(Hvd, CompressionAndTimeline) {
   }
 }
 
+// Error feedback keeps a residual per tensor name. An unnamed tensor is named anew at
+// every call, so its residual was never used again and piled up (n floats per call,
+// never freed): refused.
+TEST(Hvd, CompressionErrorFeedbackNeedsATensorName) {
+  withComms(1, [&](int, collComm_t comm) {
+    auto ctx = hvd::Context::from_comm(comm);
+    std::vector<float> in(300, 1.0f), out(300);
+    for (auto c : {hvd::Compression::int8(), hvd::Compression::topk(0.1)}) {
+      try {
+        ctx->allreduce_async(view(in), view(out), "", {.compression = c}).wait();
+        ADD_FAILURE() << "unnamed tensor with error feedback accepted";
+      } catch (const hvd::Error& e) {
+        EXPECT_EQ(e.code(), collInvalidArgument);
+        EXPECT_NE(std::string(e.what()).find("name the tensor"), std::string::npos) << e.what();
+      }
+      EXPECT_THROW(ctx->grouped_allreduce_async({view(in)}, {view(out)}, "", {.compression = c}), hvd::Error);
+      c.error_feedback = false;
+      ctx->allreduce_async(view(in), view(out), "", {.compression = c}).wait();
+    }
+    ctx->allreduce_async(view(in), view(out), "", {.compression = hvd::Compression::fp16()}).wait();
+    EXPECT_EQ(out[0], 1.0f);
+  });
+}
+
 }  // namespace

@@ -74,6 +74,8 @@ coll::engine::CompressionSpec toSpec(const Compression& c, const Tensor& t, coll
   if (op != collSum && op != collAvg)
     throw Error(collInvalidArgument, coll::strCat("tensor '", name, "': compression works with Sum and Average, not ",
                                                   coll::opName(op)));
+  if (c.rounding != Rounding::Stochastic && c.rounding != Rounding::Nearest)
+    throw Error(collInvalidArgument, coll::strCat("tensor '", name, "': rounding ", static_cast<int>(c.rounding), " is not valid"));
   if (s.kind == CompressKind::Int8 && s.blockSize <= 0)
     throw Error(collInvalidArgument, coll::strCat("tensor '", name, "': int8 block_size = ", s.blockSize, " must be positive"));
   if (s.kind == CompressKind::TopK && !(s.density > 0 && s.density <= 1))

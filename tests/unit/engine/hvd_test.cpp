@@ -432,4 +432,22 @@ TEST(Hvd, CompressionErrorFeedbackNeedsATensorName) {
   });
 }
 
+// A Rounding value outside the enum was taken silently as Nearest; like a bad
+// Compressor value it is refused.
+TEST(Hvd, CompressionRoundingMustBeValid) {
+  withComms(1, [&](int, collComm_t comm) {
+    auto ctx = hvd::Context::from_comm(comm);
+    std::vector<float> in(300, 1.0f), out(300);
+    auto bad = hvd::Compression::int8();
+    bad.rounding = static_cast<hvd::Rounding>(7);
+    try {
+      ctx->allreduce_async(view(in), view(out), "r", {.compression = bad}).wait();
+      ADD_FAILURE() << "rounding 7 accepted";
+    } catch (const hvd::Error& e) {
+      EXPECT_EQ(e.code(), collInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("rounding 7"), std::string::npos) << e.what();
+    }
+  });
+}
+
 }  // namespace

@@ -1,5 +1,6 @@
 #include "bench_memory.hpp"
 
+#include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -30,6 +31,10 @@ HostBuffer allocHost(size_t bytes, bool shared = false) {
     return HostBuffer(static_cast<char*>(p), freeShared);
   }
   constexpr size_t kAlign = 4096;
+  // Rounding a size near SIZE_MAX (-e 18446744073709551615) up would wrap to 0 and hand
+  // out one page that the sweep then writes far past.
+  if (bytes > SIZE_MAX - (kAlign - 1))
+    throw std::runtime_error("cannot allocate " + std::to_string(bytes) + " bytes");
   size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
   void* p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
   if (!p) throw std::runtime_error("cannot allocate " + std::to_string(bytes) + " bytes");

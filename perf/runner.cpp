@@ -194,8 +194,10 @@ void Bench::runCase(collDataType_t dt, collRedOp_t op, int root) {
     Result inPlace = measure(k, dt, op, root, true, ic);
     wrongTotal_ += outOfPlace.wrong + inPlace.wrong;
     if (!printer_) continue;
+    // As nccl-tests: size is the larger buffer, count the count passed to the call (per
+    // rank for all-gather, reduce-scatter and all-to-all).
     size_t printedBytes = k.printedCount() * ts;
-    std::printf("%12zu  %12zu  %8s  %6s  %6d%s%s\n", printedBytes, k.printedCount(),
+    std::printf("%12zu  %12zu  %8s  %6s  %6d%s%s\n", printedBytes, k.paramCount,
                 typeName(dt), collHasOp(tool_.coll) ? opName(op) : "none",
                 collHasRoot(tool_.coll) ? root : -1, halfRow(outOfPlace, printedBytes).c_str(),
                 halfRow(inPlace, printedBytes).c_str());

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <utility>
 
 #include "core/error.hpp"
 #include "data/fashion_mnist.hpp"
@@ -142,6 +143,11 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
   COLL_CHECK_ARG(o.gradSync != "step" || o.compression.kind == hvd::Compressor::None,
                  "--grad-sync step reduces uncompressed gradients; --compression ",
                  o.compressionName(), " needs --grad-sync overlap (or auto)");
+  // After the cast to float: 1e40 is inf there. NaN fails every comparison.
+  for (const auto& [flag, v] : {std::pair<const char*, float>{"--lr", o.lr},
+                                {"--momentum", o.momentum},
+                                {"--weight-decay", o.weightDecay}})
+    COLL_CHECK_ARG(std::isfinite(v) && v >= 0, flag, " ", v, " must be finite and >= 0");
   COLL_CHECK_ARG(o.blasThreads > 0, "--blas-threads ", o.blasThreads, " must be positive");
   return o;
 }

@@ -240,6 +240,18 @@ TEST(TrainOptionsGradSync, ParsedCheckedAndChosenByCores) {
   EXPECT_TRUE(TrainOptions::parse({"--grad-sync", "step"}).gradSyncAtStep(1, 64));
 }
 
+// inf (or a value that overflows float, 1e40) used to pass and train to NaN with exit 0;
+// NaN and negatives were caught only by Sgd, after the job had started.
+TEST(TrainOptionsSgd, LearningRateMomentumAndDecayMustBeFiniteAndNonNegative) {
+  for (const char* flag : {"--lr", "--momentum", "--weight-decay"}) {
+    for (const char* bad : {"inf", "-inf", "nan", "1e40", "-0.5"})
+      EXPECT_THROW(TrainOptions::parse({flag, bad}), coll::Error) << flag << " " << bad;
+    EXPECT_NO_THROW(TrainOptions::parse({flag, "0"})) << flag;
+    EXPECT_NO_THROW(TrainOptions::parse({flag, "0.1"})) << flag;
+  }
+  EXPECT_FLOAT_EQ(TrainOptions::parse({"--lr", "0.2"}).lr, 0.2f);
+}
+
 TEST(Broadcast, ParametersBuffersAndOptimizerStateFollowRankZero) {
   std::vector<Snapshot> before(2), after(2);
   std::vector<std::vector<float>> momentum(2);

@@ -31,7 +31,8 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
 
 int64_t DistributedSampler::steps(int64_t localBatch) const {
   COLL_CHECK_ARG(localBatch > 0, "DistributedSampler::steps: batch ", localBatch);
-  return (perRank() + localBatch - 1) / localBatch;
+  // Not (perRank() + localBatch - 1) / localBatch: that overflows for a huge batch.
+  return perRank() / localBatch + (perRank() % localBatch != 0);
 }
 
 }  // namespace collective::frontend

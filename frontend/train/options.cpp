@@ -1,6 +1,7 @@
 #include "train/options.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -16,8 +17,11 @@ namespace {
 
 int64_t toInt(const std::string& flag, const std::string& v) {
   char* end = nullptr;
+  errno = 0;
   const long long x = std::strtoll(v.c_str(), &end, 10);
   COLL_CHECK_ARG(!v.empty() && *end == '\0', flag, ": '", v, "' is not an integer");
+  // strtoll saturates: 99999999999999999999 would silently become LLONG_MAX.
+  COLL_CHECK_ARG(errno != ERANGE, flag, ": '", v, "' is out of range");
   return x;
 }
 
@@ -102,7 +106,11 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
       {"--train-limit", [&](const std::string& v) { o.trainLimit = toInt("--train-limit", v); }},
       {"--test-limit", [&](const std::string& v) { o.testLimit = toInt("--test-limit", v); }},
       {"--blas-threads",
-       [&](const std::string& v) { o.blasThreads = static_cast<int>(toInt("--blas-threads", v)); }},
+       [&](const std::string& v) {
+         const int64_t n = toInt("--blas-threads", v);
+         COLL_CHECK_ARG(n > 0 && n <= 4096, "--blas-threads ", n, " must be in [1, 4096]");
+         o.blasThreads = static_cast<int>(n);
+       }},
   };
   const std::map<std::string, std::function<void()>> flags = {
       {"--sync-bn", [&] { o.syncBatchNorm = true; }},

@@ -14,6 +14,7 @@
 
 #include "collective/hvd.hpp"
 #include "data/fashion_mnist.hpp"
+#include "data/sampler.hpp"
 #include "distributed.hpp"
 #include "comm.hpp"
 #include "core/error.hpp"
@@ -250,6 +251,23 @@ TEST(TrainOptionsSgd, LearningRateMomentumAndDecayMustBeFiniteAndNonNegative) {
     EXPECT_NO_THROW(TrainOptions::parse({flag, "0.1"})) << flag;
   }
   EXPECT_FLOAT_EQ(TrainOptions::parse({"--lr", "0.2"}).lr, 0.2f);
+}
+
+// strtoll saturated silently (--batch-size 99999999999999999999 trained on nothing and
+// exited 0) and --blas-threads 4294967297 became 1.
+TEST(TrainOptionsIntegers, OutOfRangeValuesAreRefused) {
+  EXPECT_THROW(TrainOptions::parse({"--batch-size", "99999999999999999999"}), coll::Error);
+  EXPECT_THROW(TrainOptions::parse({"--epochs", "-99999999999999999999"}), coll::Error);
+  EXPECT_THROW(TrainOptions::parse({"--seed", "99999999999999999999"}), coll::Error);
+  EXPECT_THROW(TrainOptions::parse({"--blas-threads", "4294967297"}), coll::Error);
+  EXPECT_THROW(TrainOptions::parse({"--blas-threads", "0"}), coll::Error);
+  EXPECT_EQ(TrainOptions::parse({"--blas-threads", "2"}).blasThreads, 2);
+  EXPECT_EQ(TrainOptions::parse({"--batch-size", "9223372036854775807"}).globalBatch,
+            INT64_MAX);
+  // The step count of a batch as large as an int64 holds does not overflow.
+  EXPECT_EQ(DistributedSampler(64, 0, 1, 1).steps(INT64_MAX), 1);
+  EXPECT_EQ(DistributedSampler(64, 0, 2, 1).steps(32), 1);
+  EXPECT_EQ(DistributedSampler(65, 0, 1, 1).steps(32), 3);
 }
 
 TEST(Broadcast, ParametersBuffersAndOptimizerStateFollowRankZero) {

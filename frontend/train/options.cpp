@@ -138,6 +138,9 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
     }
   }
   COLL_CHECK_ARG(o.epochs >= 0, "--epochs ", o.epochs, " must be >= 0");
+  // 0 means all; a negative limit was silently taken as all too.
+  COLL_CHECK_ARG(o.trainLimit >= 0, "--train-limit ", o.trainLimit, " must be >= 0 (0: all)");
+  COLL_CHECK_ARG(o.testLimit >= 0, "--test-limit ", o.testLimit, " must be >= 0 (0: all)");
   COLL_CHECK_ARG(o.globalBatch > 0, "--batch-size ", o.globalBatch, " must be positive");
   COLL_CHECK_ARG(o.compression.density > 0 && o.compression.density <= 1, "--topk-density ",
                  o.compression.density, " must be in (0, 1]");

@@ -270,6 +270,16 @@ TEST(TrainOptionsIntegers, OutOfRangeValuesAreRefused) {
   EXPECT_EQ(DistributedSampler(65, 0, 1, 1).steps(32), 3);
 }
 
+// --train-limit -5 used to train on all 60000 images without a word.
+TEST(TrainOptionsIntegers, NegativeLimitsAreRefused) {
+  for (const char* flag : {"--train-limit", "--test-limit"}) {
+    EXPECT_THROW(TrainOptions::parse({flag, "-5"}), coll::Error) << flag;
+    EXPECT_NO_THROW(TrainOptions::parse({flag, "0"})) << flag;
+  }
+  EXPECT_EQ(TrainOptions::parse({"--train-limit", "100"}).trainLimit, 100);
+  EXPECT_EQ(TrainOptions::parse({"--test-limit", "7"}).testLimit, 7);
+}
+
 TEST(Broadcast, ParametersBuffersAndOptimizerStateFollowRankZero) {
   std::vector<Snapshot> before(2), after(2);
   std::vector<std::vector<float>> momentum(2);

@@ -38,6 +38,11 @@ Trainer::Trainer(const TrainOptions& options, hvd::Context& ctx, collComm_t aux,
       sampler_(train.count, ctx.rank(), ctx.size(), options.seed) {
   COLL_CHECK_ARG(o_.globalBatch % size_ == 0, "--batch-size ", o_.globalBatch,
                  " must be a multiple of the number of ranks ", size_);
+  // The sampler drops the last size % ranks samples: with fewer samples than ranks no
+  // rank would take a step, and the run would report an untrained model as a result.
+  COLL_CHECK_ARG(train_.count >= size_, "Trainer: ", train_.count,
+                 " training image(s) for ", size_, " ranks: every rank needs at least one");
+  COLL_CHECK_ARG(test_.count > 0, "Trainer: no test images to evaluate on");
   COLL_ENFORCE_EQ(commSize(aux), size_, collInvalidArgument,
                   "Trainer: aux communicator and engine differ in size");
   log_ = rank_ == 0 ? log : nullptr;

@@ -19,6 +19,7 @@
 #include "comm.hpp"
 #include "core/error.hpp"
 #include "train/options.hpp"
+#include "train/trainer.hpp"
 #include "loss.hpp"
 #include "model.hpp"
 #include "rank_threads.hpp"
@@ -278,6 +279,25 @@ TEST(TrainOptionsIntegers, NegativeLimitsAreRefused) {
   }
   EXPECT_EQ(TrainOptions::parse({"--train-limit", "100"}).trainLimit, 100);
   EXPECT_EQ(TrainOptions::parse({"--test-limit", "7"}).testLimit, 7);
+}
+
+// Fewer training images than ranks: no rank took a step, yet the run reported loss 0
+// and the untrained model's accuracy with exit 0. An empty test set reported 0%.
+TEST(TrainerData, FewerImagesThanRanksOrNoTestImagesIsAnError) {
+  TrainOptions o = TrainOptions::parse({"--epochs", "1", "--batch-size", "2", "--no-progress"});
+  const Dataset one = syntheticData(1, 3), two = syntheticData(2, 4), none = syntheticData(0, 5);
+  for (const auto& [train, test] : {std::pair{&one, &two}, std::pair{&two, &none}}) {
+    EXPECT_THROW(testing::runRanks(2,
+                                   [&](int, collComm_t world) {
+                                     OwnedComm aux = OwnedComm::duplicate(world);
+                                     auto ctx = hvd::Context::from_comm(world, false);
+                                     Trainer t(o, *ctx, aux.get(), *train, *test, nullptr);
+                                     t.run();
+                                     ctx->shutdown();
+                                   }),
+                 coll::Error)
+        << train->count << " train, " << test->count << " test images";
+  }
 }
 
 TEST(Broadcast, ParametersBuffersAndOptimizerStateFollowRankZero) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <sstream>
 
 #include "checkpoint.hpp"
@@ -21,6 +22,26 @@ int usableCpus() {
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
   return std::max(1, CPU_COUNT(&set));
+}
+
+// Runs f on rank 0 only (checkpoint files) and makes its failure every rank's at once:
+// otherwise the other ranks wait in their next collective while rank 0's engine waits
+// for them to shut down (a minute, COLL_SHUTDOWN_TIMEOUT) before it gives up alone.
+template <typename F>
+void onRankZero(int rank, collComm_t comm, const char* what, F&& f) {
+  std::exception_ptr error;
+  if (rank == 0) {
+    try {
+      f();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  double failed[1] = {error ? 1.0 : 0.0};
+  allReduceSum(failed, comm);
+  if (failed[0] == 0) return;
+  if (error) std::rethrow_exception(error);
+  COLL_THROW(collRemoteError, what, " failed on rank 0 (see its message)");
 }
 
 }  // namespace
@@ -65,8 +86,10 @@ Trainer::~Trainer() = default;
 
 int64_t Trainer::restoreOrBroadcast() {
   int64_t epoch = 0;
-  if (!o_.loadPath.empty() && rank_ == 0) {
-    epoch = loadCheckpoint(o_.loadPath, *model_, *sgd_).epoch;
+  if (!o_.loadPath.empty()) {
+    onRankZero(rank_, aux_, "loading the checkpoint", [&] {
+      epoch = loadCheckpoint(o_.loadPath, *model_, *sgd_).epoch;
+    });
     if (log_)
       std::fprintf(log_, "loaded %s: resuming at epoch %lld\n", o_.loadPath.c_str(),
                    static_cast<long long>(epoch + 1));
@@ -187,8 +210,11 @@ std::vector<EpochResult> Trainer::run() {
     EpochResult r = trainEpoch(epoch);
     r.testAccuracy = evaluate();
     report(r);
-    if (!o_.savePath.empty() && rank_ == 0)
-      saveCheckpoint(o_.savePath, *model_, *sgd_, {epoch + 1, sgd_->steps()});
+    if (!o_.savePath.empty()) {
+      onRankZero(rank_, aux_, "saving the checkpoint", [&] {
+        saveCheckpoint(o_.savePath, *model_, *sgd_, {epoch + 1, sgd_->steps()});
+      });
+    }
     results.push_back(r);
   }
   summary(results);

@@ -7,7 +7,9 @@
 //    not give the global-batch gradient. Parameters stay identical across ranks (the
 //    averaged gradient is), but the running statistics do not.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -298,6 +300,52 @@ TEST(TrainerData, FewerImagesThanRanksOrNoTestImagesIsAnError) {
                  coll::Error)
         << train->count << " train, " << test->count << " test images";
   }
+}
+
+// Only rank 0 reads --load and writes --save. A bad file used to fail rank 0 alone: the
+// others waited in the parameter broadcast (or the next epoch) while rank 0's engine
+// waited for them to shut down, a minute (COLL_SHUTDOWN_TIMEOUT) with no output. Now
+// every rank fails at once. The timeouts are lowered so that a regression fails here
+// in seconds instead of hanging.
+TEST(TrainerData, CheckpointFailureOnRankZeroStopsEveryRankPromptly) {
+  const std::string dir = ::testing::TempDir();
+  const std::string junk = dir + "/frontend_junk_ckpt_" + std::to_string(::getpid());
+  {
+    FILE* f = std::fopen(junk.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fputs("not a checkpoint", f);
+    std::fclose(f);
+  }
+  const Dataset train = syntheticData(8, 6), test = syntheticData(4, 7);
+  const std::vector<std::vector<std::string>> cases = {
+      {"--load", junk}, {"--save", dir + "/no_such_dir/ckpt"}};
+  ::setenv("COLL_SHUTDOWN_TIMEOUT", "8", 1);
+  ::setenv("COLL_TIMEOUT", "8", 1);
+  for (const auto& extra : cases) {
+    std::vector<std::string> args = {"--epochs", "1", "--batch-size", "4", "--no-progress"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const TrainOptions o = TrainOptions::parse(args);
+    std::vector<int> failed(2, 0);
+    const auto start = std::chrono::steady_clock::now();
+    testing::runRanks(2, [&](int rank, collComm_t world) {
+      OwnedComm aux = OwnedComm::duplicate(world);
+      auto ctx = hvd::Context::from_comm(world, false);
+      try {
+        Trainer t(o, *ctx, aux.get(), train, test, nullptr);
+        t.run();
+      } catch (const std::exception&) {
+        failed[rank] = 1;
+      }
+      ctx->shutdown();
+    });
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(failed, std::vector<int>({1, 1})) << extra[0];
+    EXPECT_LT(seconds, 5.0) << extra[0];
+  }
+  ::unsetenv("COLL_SHUTDOWN_TIMEOUT");
+  ::unsetenv("COLL_TIMEOUT");
+  std::remove(junk.c_str());
 }
 
 TEST(Broadcast, ParametersBuffersAndOptimizerStateFollowRankZero) {

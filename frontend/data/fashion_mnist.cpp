@@ -19,6 +19,7 @@ constexpr float kMean = 0.2860f;
 constexpr float kStd = 0.3530f;
 // Guards against a corrupt header asking for absurd allocations.
 constexpr int64_t kMaxElements = int64_t{1} << 31;
+constexpr uint8_t kClasses = 10;
 
 struct GzCloser {
   void operator()(gzFile_s* f) const { gzclose(f); }
@@ -87,6 +88,11 @@ Dataset loadFashionMnist(const std::string& dir, bool train, int64_t limit) {
   std::vector<uint8_t> labels = readIdx(prefix + "-labels-idx1-ubyte.gz", 1, labShape);
   COLL_ENFORCE_EQ(imgShape[0], labShape[0], collInvalidArgument, prefix,
                   ": image and label files disagree on the sample count");
+  // Checked here, where every rank fails alike: the loss would find a bad label only on
+  // the rank whose shard holds it, mid-training, while the others wait for it.
+  for (size_t i = 0; i < labels.size(); ++i)
+    COLL_CHECK_ARG(labels[i] < kClasses, prefix, "-labels-idx1-ubyte.gz: label ",
+                   int{labels[i]}, " of sample ", i, " is not a class in [0, ", int{kClasses}, ")");
   d.count = imgShape[0];
   d.rows = imgShape[1];
   d.cols = imgShape[2];

@@ -152,6 +152,22 @@ TEST_F(IdxFiles, RejectsBadMagicAndTruncation) {
   EXPECT_THROW(readIdx(path("missing.gz"), 1, shape), coll::Error);
 }
 
+// A label of 10 or more used to be found only by the loss, on the one rank whose shard
+// held it, mid-epoch: that rank failed and the others hung in their next collective.
+TEST_F(IdxFiles, RejectsLabelsOutsideTheTenClasses) {
+  std::vector<uint8_t> img = {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 5, 6};
+  writeGz(path("train-images-idx3-ubyte.gz"), img);
+  writeGz(path("train-labels-idx1-ubyte.gz"), {0, 0, 8, 1, 0, 0, 0, 2, 9, 10});
+  try {
+    loadFashionMnist(dir_.string(), true);
+    FAIL() << "label 10 accepted";
+  } catch (const coll::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("label 10 of sample 1 is not a class in [0, 10)"), std::string::npos) << e.what();
+  }
+  writeGz(path("train-labels-idx1-ubyte.gz"), {0, 0, 8, 1, 0, 0, 0, 2, 9, 0});
+  EXPECT_EQ(loadFashionMnist(dir_.string(), true).labels, std::vector<int32_t>({9, 0}));
+}
+
 TEST(FashionMnist, InstalledDatasetHasExpectedShape) {
   if (!std::filesystem::exists(std::string(kFashionMnistDir) + "/t10k-labels-idx1-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";

@@ -7,11 +7,12 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "core/error.hpp"
+#include "tuning/select.hpp"
 
 namespace coll {
 namespace {
 
-enum class Form { Text, Size, SizeOrWord, Number, List, FileName };
+enum class Form { Text, Size, SizeOrWord, Number, List, FileName, Algorithms };
 
 struct JobWide {
   const char* env;
@@ -23,7 +24,9 @@ struct JobWide {
 // staging sizes of shm, TCP streams and striping, the pipeline depth) are left out: the
 // transports agree on those between the two ends.
 constexpr JobWide kJobWide[] = {
-    {"COLL_ALGO", Form::List},
+    // Compared by what it forces: the order of its items matters only where two of them
+    // force the same collective (the later wins).
+    {"COLL_ALGO", Form::Algorithms},
     {"COLL_TUNER_PLUGIN", Form::FileName},
     {"COLL_TRANSPORT", Form::Text},
     {"COLL_CHUNK_BYTES", Form::Size},
@@ -84,6 +87,7 @@ std::string canonical(const Config& cfg, const JobWide& p) {
       const std::string& path = cfg.getStr(p.env);
       return path.substr(path.find_last_of('/') + 1);
     }
+    case Form::Algorithms: return forcedAlgorithmsCanonical(cfg.getStr(p.env));
     case Form::Text: break;
   }
   return cfg.getStr(p.env);

@@ -18,8 +18,9 @@ class Bootstrap;
 const std::vector<const char*>& jobWideParams();
 
 // One digest per job-wide tunable, of its effective value in a canonical form ("1M" and
-// "1048576" are the same size; COLL_ALGO's items in any order; the tuner plugin by file
-// name). Throws collInvalidArgument for a value that does not parse.
+// "1048576" are the same size; COLL_ALGO by the algorithms it forces, so its items in
+// any order unless two force the same collective; the tuner plugin by file name).
+// Throws collInvalidArgument for a value that does not parse.
 std::vector<uint64_t> jobWideDigest(const Config& cfg);
 
 // `all` holds every rank's digest, rank after rank. Throws collInvalidArgument naming the

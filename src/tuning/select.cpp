@@ -36,14 +36,14 @@ const char* opKindName(OpKind k) { return kKindNames[static_cast<int>(k)]; }
 
 size_t modelBytes(const OpArgs& args) { return args.count * typeSize(args.dtype); }
 
-const Algorithm* Selector::byName(OpKind kind, const std::string& name) const {
-  for (const Algorithm* a : algorithmTable())
-    if (a->kind() == kind && name == a->name()) return a;
-  return nullptr;
-}
-
-Selector::Selector(const Config& cfg) {
-  std::stringstream ss(cfg.getStr(kAlgo));
+std::map<OpKind, const Algorithm*> parseForcedAlgorithms(const std::string& spec) {
+  auto byName = [](OpKind kind, const std::string& name) -> const Algorithm* {
+    for (const Algorithm* a : algorithmTable())
+      if (a->kind() == kind && name == a->name()) return a;
+    return nullptr;
+  };
+  std::map<OpKind, const Algorithm*> forced;
+  std::stringstream ss(spec);
   std::string item;
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
@@ -52,7 +52,7 @@ Selector::Selector(const Config& cfg) {
       bool any = false;
       for (int k = 0; k < 9; ++k)
         if (const Algorithm* a = byName(static_cast<OpKind>(k), item)) {
-          forced_[static_cast<OpKind>(k)] = a;
+          forced[static_cast<OpKind>(k)] = a;
           any = true;
         }
       COLL_CHECK_ARG(any, "COLL_ALGO: no collective has an algorithm named '", item, "'");
@@ -63,8 +63,19 @@ Selector::Selector(const Config& cfg) {
     COLL_CHECK_ARG(parseOpKind(coll, &kind), "COLL_ALGO: unknown collective '", coll, "'");
     const Algorithm* a = byName(kind, name);
     COLL_CHECK_ARG(a, "COLL_ALGO: ", coll, " has no algorithm named '", name, "'");
-    forced_[kind] = a;
+    forced[kind] = a;
   }
+  return forced;
+}
+
+std::string forcedAlgorithmsCanonical(const std::string& spec) {
+  std::string out;
+  for (const auto& [kind, algo] : parseForcedAlgorithms(spec))
+    out += std::string(opKindName(kind)) + ":" + algo->name() + ",";
+  return out;
+}
+
+Selector::Selector(const Config& cfg) : forced_(parseForcedAlgorithms(cfg.getStr(kAlgo))) {
   if (!cfg.getStr(kTunerPlugin).empty()) tuner_ = TunerPlugin::open(cfg.getStr(kTunerPlugin));
 }
 

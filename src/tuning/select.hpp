@@ -42,8 +42,6 @@ class Selector {
   const CostModel& model(const Comm& comm) const;
 
  private:
-  const Algorithm* byName(OpKind kind, const std::string& name) const;
-
   std::map<OpKind, const Algorithm*> forced_;
   // Recent decisions by call shape (the model's answer depends only on it), so that a
   // small message does not pay for pricing every algorithm. Unused with a tuner plugin,
@@ -68,6 +66,14 @@ class Selector {
   mutable std::unique_ptr<CostModel> model_;
   std::unique_ptr<TunerPlugin> tuner_;
 };
+
+// What COLL_ALGO forces, per collective: a bare name applies to every collective that
+// has an algorithm of that name, and a later item replaces what an earlier one forced.
+// Throws collInvalidArgument for an unknown collective or algorithm.
+std::map<OpKind, const Algorithm*> parseForcedAlgorithms(const std::string& spec);
+// COLL_ALGO in a form that is equal wherever two spellings force the same algorithms
+// ("allreduce:hd,broadcast:tree,"); what the ranks compare when a communicator forms.
+std::string forcedAlgorithmsCanonical(const std::string& spec);
 
 // "allreduce", "broadcast", ... as used in COLL_ALGO; false if unknown.
 bool parseOpKind(const std::string& text, OpKind* kind);

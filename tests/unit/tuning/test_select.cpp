@@ -5,6 +5,8 @@
 #include <string>
 
 #include "../collectives/harness.hpp"
+#include "core/config.hpp"
+#include "core/config_agree.hpp"
 #include "core/handles.hpp"
 #include "tuning/select.hpp"
 
@@ -40,6 +42,33 @@ TEST(Select, ForcedAlgorithmsAndFallback) {
   std::string ar = chosen(job.comm(0), coll::OpKind::AllReduce, 1);
   EXPECT_NE(ar, "hier");
   EXPECT_FALSE(ar.empty());
+}
+
+// The ranks compare COLL_ALGO by what it forces. "rd,allreduce:hd" and "allreduce:hd,rd"
+// force different all-reduces (the later item wins), yet passed as alike because the
+// comparison sorted the items: one rank ran rd, another hd, and the all-reduce returned
+// success with wrong sums.
+TEST(Select, AlgoSpellingsAgreeByWhatTheyForce) {
+  auto digest = [](const char* algo) {
+    coll::Config cfg = coll::Config::fromEnv();
+    cfg.set("COLL_ALGO", algo);
+    const auto& names = coll::jobWideParams();
+    size_t i = 0;
+    while (std::string(names[i]) != "COLL_ALGO") ++i;
+    return coll::jobWideDigest(cfg)[i];
+  };
+  auto forcedAllReduce = [](const char* algo) {
+    return std::string(coll::parseForcedAlgorithms(algo).at(coll::OpKind::AllReduce)->name());
+  };
+  ASSERT_EQ(forcedAllReduce("rd,allreduce:hd"), "hd");
+  ASSERT_EQ(forcedAllReduce("allreduce:hd,rd"), "rd");
+  EXPECT_NE(digest("rd,allreduce:hd"), digest("allreduce:hd,rd"));
+  EXPECT_NE(digest("allreduce:rd,allreduce:ring"), digest("allreduce:ring,allreduce:rd"));
+  // Other spellings of the same forcing agree.
+  EXPECT_EQ(digest("allreduce:rd,broadcast:chain"), digest("broadcast:chain,allreduce:rd"));
+  EXPECT_EQ(digest("rd,rd,"), digest("rd"));
+  EXPECT_EQ(digest("ring"), digest("reducescatter:ring,allreduce:ring,allgather:ring"));
+  EXPECT_NE(digest("ring"), digest(""));
 }
 
 TEST(Select, BadForcingIsAnError) {

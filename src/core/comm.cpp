@@ -71,9 +71,12 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks)
   // overflows, and every wait returned at once as timed out (Deadline caps there too).
   COLL_CHECK_ARG(c->timeoutSec_ <= 1e9, "COLL_TIMEOUT must be at most 1000000000 seconds (got ",
                  c->cfg_.getStr(kTimeout), ")");
-  c->selector_ = std::make_unique<Selector>(c->cfg_);
   c->boot_ = Bootstrap::connect(id, rank, nranks, c->timeoutSec_);
   try {
+    // After joining the rendezvous, so that a rank whose COLL_ALGO or tuner plugin fails
+    // (a plugin missing on one host) tells the others instead of leaving them waiting
+    // for it until COLL_TIMEOUT.
+    c->selector_ = std::make_unique<Selector>(c->cfg_);
     checkConfigAgrees(*c->boot_, c->cfg_);
     c->discoverTopology();
     c->connectTransports();

@@ -40,8 +40,9 @@ inline bool readId(int fd, collUniqueId* id) {
   return true;
 }
 
+// rankEnv, where given, holds further variables per rank, set after `env`.
 inline std::vector<ProcResult> runProcs(const std::vector<std::string>& hostOfRank, const Env& env,
-                                        const ProcBody& body) {
+                                        const ProcBody& body, const std::vector<Env>& rankEnv = {}) {
   const int n = static_cast<int>(hostOfRank.size());
   std::vector<pid_t> pids(n, -1);
   std::vector<int> fds(n, -1), idFds(n, -1);
@@ -70,6 +71,8 @@ inline std::vector<ProcResult> runProcs(const std::vector<std::string>& hostOfRa
       close(q[0]);
       setenv("COLL_HOST_ID", hostOfRank[r].c_str(), 1);
       for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+      if (static_cast<size_t>(r) < rankEnv.size())
+        for (const auto& [k, v] : rankEnv[r]) setenv(k.c_str(), v.c_str(), 1);
       collComm_t comm = nullptr;
       int fails = 100;
       if (collCommInitRank(&comm, n, id, r) == collSuccess) {

@@ -2,9 +2,11 @@
 // plugins (the example table plugin, and the loader's errors for broken ones).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include "../collectives/harness.hpp"
+#include "proc_job.hpp"
 #include "core/config.hpp"
 #include "core/config_agree.hpp"
 #include "core/handles.hpp"
@@ -129,6 +131,24 @@ TEST(Select, PluginErrorsAreReported) {
     EXPECT_EQ(collAllReduce(&v, &v, 1, collInt32, collSum, comm, nullptr), collSuccess);
     EXPECT_EQ(v, 3);
   });
+}
+
+// A rank whose tuner plugin cannot be loaded (the file is missing on its host: ranks
+// compare the plugin by file name only) failed before it joined the rendezvous, and the
+// other ranks waited for it until COLL_TIMEOUT, then blamed slowness. Now it joins, and
+// its failure reaches them at once.
+TEST(Select, PluginMissingOnOneRankFailsEveryRankAtOnce) {
+  const std::string good = TUNER_TABLE_SO;
+  const std::string missing = "/nonexistent" + good.substr(good.find_last_of('/'));
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<ProcResult> res = runProcs(
+      {"h", "h", "h"}, {{"COLL_TIMEOUT", "15"}}, [](int, collComm_t, std::vector<uint64_t>&) { return 0; },
+      {{{"COLL_TUNER_PLUGIN", good}}, {{"COLL_TUNER_PLUGIN", missing}}, {{"COLL_TUNER_PLUGIN", good}}});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(res.size(), 3u);
+  // runProcs: a rank whose communicator could not be made exits with 99.
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].status, 99) << "rank " << r << " should fail to initialise";
+  EXPECT_LT(seconds, 10.0) << "the ranks waited for the failed one until COLL_TIMEOUT";
 }
 
 }  // namespace

@@ -60,7 +60,9 @@ typedef struct {
 typedef struct {
   int version;      /* COLL_TUNER_PLUGIN_VERSION */
   const char* name; /* for logs */
-  /* Called once per communicator. Returns 0 on success; *context goes to the other calls. */
+  /* Called once per communicator, when it forms. Returns 0 on success; *context goes to
+   * the other calls. Where init fails on any rank, no rank uses the plugin for that
+   * communicator (the cost model decides everywhere). */
   int (*init)(const collTunerJob_t* job, void** context);
   /* Sets *choice to an index into query->algorithms, or to -1 to keep the model's choice.
    * Returns 0 on success; on failure the library keeps the model's choice and warns. */

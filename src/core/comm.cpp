@@ -79,6 +79,7 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks)
     c->selector_ = std::make_unique<Selector>(c->cfg_);
     checkConfigAgrees(*c->boot_, c->cfg_);
     c->discoverTopology();
+    c->startTuner();
     c->connectTransports();
   } catch (const std::exception& e) {
     // Tell the other ranks at once instead of leaving them to time out.
@@ -86,6 +87,24 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks)
     throw;
   }
   return c;
+}
+
+// A tuner plugin decides every call's algorithm on every rank, so either every rank uses
+// it or none: where its init fails on some ranks only (a per-host file, memory), ranks
+// with and without it would run different algorithms, failing or, where the messages
+// happen to fit, returning wrong results. COLL_TUNER_PLUGIN agrees between the ranks, so
+// they all take part in this round or none does.
+void Comm::startTuner() {
+  if (!selector_->hasTuner()) return;
+  const uint8_t ok = selector_->initTuner(topo_) ? 1 : 0;
+  const std::vector<uint8_t> all = boot_->allGather(&ok, 1);
+  std::string failed;
+  for (size_t r = 0; r < all.size(); ++r)
+    if (!all[r]) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
+  if (failed.empty()) return;
+  if (ok) COLL_WARN("the tuner plugin failed to initialise on rank(s) %s; every rank uses the cost model alone",
+                    failed.c_str());
+  selector_->dropTuner();
 }
 
 // The interface the TCP transport will use towards other hosts (the same choice:

@@ -98,6 +98,7 @@ class Comm {
  private:
   Comm() = default;
   void connectTransports();
+  void startTuner();
   void discoverTopology();
   LocalNet interHostInterface() const;
   void executeOps(const OpArgs* ops, size_t n);

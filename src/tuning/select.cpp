@@ -85,14 +85,19 @@ const CostModel& Selector::model(const Comm& comm) const {
   std::call_once(modelOnce_, [&] {
     const JobTopo& job = comm.topology();
     model_ = std::make_unique<CostModel>(job, CostParams::forJob(comm.config(), pipelineChunkBytes(comm), job));
-    if (tuner_) {
-      TunerJob tj{job.nranks(), job.nhosts(), 1};
-      for (const HostGroup& h : job.hosts()) tj.maxLocalRanks = std::max<int>(tj.maxLocalRanks, h.ranks.size());
-      tuner_->init(tj);
-    }
+    initTuner(job);
   });
   return *model_;
 }
+
+bool Selector::initTuner(const JobTopo& job) const {
+  if (!tuner_) return true;
+  TunerJob tj{job.nranks(), job.nhosts(), 1};
+  for (const HostGroup& h : job.hosts()) tj.maxLocalRanks = std::max<int>(tj.maxLocalRanks, h.ranks.size());
+  return tuner_->init(tj);
+}
+
+void Selector::dropTuner() { tuner_.reset(); }
 
 std::vector<Candidate> Selector::candidates(const Comm& comm, const OpArgs& args) const {
   const CostModel& m = model(comm);

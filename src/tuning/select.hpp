@@ -20,6 +20,7 @@ namespace coll {
 
 class Config;
 class CostModel;
+class JobTopo;
 class TunerPlugin;
 
 struct Candidate {
@@ -40,6 +41,12 @@ class Selector {
   // not exist yet when it makes its selector). Throws collInvalidArgument for a tunable
   // it cannot parse.
   const CostModel& model(const Comm& comm) const;
+  bool hasTuner() const { return tuner_ != nullptr; }
+  // Initialises the tuner plugin for the job (otherwise done on first use); false if
+  // there is one and its init failed.
+  bool initTuner(const JobTopo& job) const;
+  // Unloads the tuner plugin: the cost model alone decides from now on.
+  void dropTuner();
 
  private:
   std::map<OpKind, const Algorithm*> forced_;

@@ -49,6 +49,8 @@ TunerPlugin::~TunerPlugin() {
 }
 
 bool TunerPlugin::init(const TunerJob& job) {
+  if (tried_) return ready_;
+  tried_ = true;
   collTunerJob_t j{job.nranks, job.nhosts, job.maxLocalRanks};
   int rc = api(api_).init(&j, &context_);
   if (rc != 0) {

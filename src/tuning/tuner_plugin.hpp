@@ -25,8 +25,9 @@ class TunerPlugin {
   TunerPlugin(const TunerPlugin&) = delete;
   TunerPlugin& operator=(const TunerPlugin&) = delete;
 
-  // Calls the plugin's init once for a communicator; false (with a warning) if it failed,
-  // after which choose() always keeps the model's choice.
+  // Calls the plugin's init once for a communicator (later calls return the first one's
+  // answer); false (with a warning) if it failed, after which choose() always keeps the
+  // model's choice.
   bool init(const TunerJob& job);
   // The index into `names` the plugin picks, or -1 to keep `modelChoice`.
   int choose(const OpArgs& args, size_t bytes, const std::vector<const char*>& names,
@@ -39,6 +40,7 @@ class TunerPlugin {
   const void* api_ = nullptr;  // collTunerPlugin_v1_t
   void* context_ = nullptr;
   bool ready_ = false;
+  bool tried_ = false;
   std::string path_, name_;
 };
 

@@ -151,4 +151,30 @@ TEST(Select, PluginMissingOnOneRankFailsEveryRankAtOnce) {
   EXPECT_LT(seconds, 10.0) << "the ranks waited for the failed one until COLL_TIMEOUT";
 }
 
+// A plugin whose init fails on one rank only (here: that rank's table does not parse).
+// That rank went on with the cost model while the others followed the plugin: with ring
+// against the model's choice, a 3-rank all-reduce of one element returned success with
+// wrong sums on two ranks. Now no rank uses the plugin.
+TEST(Select, PluginInitFailingOnOneRankIsDroppedEverywhere) {
+  std::vector<ProcResult> res = runProcs(
+      {"h", "h", "h"}, {{"COLL_TIMEOUT", "5"}, {"COLL_TUNER_PLUGIN", TUNER_TABLE_SO}},
+      [](int r, collComm_t comm, std::vector<uint64_t>&) {
+        int fails = 0;
+        for (size_t count : {1, 7, 1000}) {
+          std::vector<int32_t> v(count, r + 1);
+          if (collAllReduce(v.data(), v.data(), count, collInt32, collSum, comm, nullptr) != collSuccess) {
+            fprintf(stderr, "rank %d: count %zu: %s\n", r, count, collGetLastError(comm));
+            return fails + 1;
+          }
+          for (size_t i = 0; i < count; ++i) fails += v[i] != 6;
+        }
+        return fails;
+      },
+      {{{"COLL_TUNER_TABLE", "allreduce:0-=ring"}},
+       {{"COLL_TUNER_TABLE", "allreduce:0-=ring"}},
+       {{"COLL_TUNER_TABLE", "allreduce:nonsense"}}});
+  ASSERT_EQ(res.size(), 3u);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].status, 0) << "rank " << r;
+}
+
 }  // namespace

@@ -4,9 +4,9 @@
  *   COLL_TUNER_TABLE="allreduce:0-64K=rd;allreduce:64K-=hier;broadcast:1M-=chain"
  *
  * Each rule is COLLECTIVE:LO-HI=ALGORITHM with sizes in bytes (K, M, G suffixes: powers
- * of two), HI exclusive and optional. The first rule that matches the call and names an
- * algorithm that can run it wins; otherwise the cost model's choice stands. The table is
- * read once per communicator: give every rank the same value.
+ * of two), HI exclusive, optional and above LO. The first rule that matches the call and
+ * names an algorithm that can run it wins; otherwise the cost model's choice stands. The
+ * table is read once per communicator: give every rank the same value.
  */
 #include <ctype.h>
 #include <stdint.h>
@@ -30,15 +30,20 @@ typedef struct {
 
 static const char* const kColls[] = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall"};
 
-/* Parses a size like "64K"; returns 0 on success. */
+/* Parses a size like "64K"; returns 0 on success, -1 for a size that does not fit a
+ * size_t (it would wrap, and the rule would cover other sizes than it says). */
 static int parse_size(const char* s, size_t len, size_t* out) {
   if (len == 0) return -1;
   size_t v = 0, i = 0;
-  for (; i < len && isdigit((unsigned char)s[i]); ++i) v = v * 10 + (size_t)(s[i] - '0');
+  for (; i < len && isdigit((unsigned char)s[i]); ++i) {
+    size_t d = (size_t)(s[i] - '0');
+    if (v > (SIZE_MAX - d) / 10) return -1;
+    v = v * 10 + d;
+  }
   if (i == 0) return -1;
   if (i < len) {
     int shift = s[i] == 'K' || s[i] == 'k' ? 10 : s[i] == 'M' || s[i] == 'm' ? 20 : s[i] == 'G' || s[i] == 'g' ? 30 : -1;
-    if (shift < 0 || i + 1 != len) return -1;
+    if (shift < 0 || i + 1 != len || v > (SIZE_MAX >> shift)) return -1;
     v <<= shift;
   }
   *out = v;
@@ -58,6 +63,7 @@ static int parse_rule(const char* s, size_t len, rule_t* r) {
   if (parse_size(colon + 1, (size_t)(dash - colon - 1), &r->lo) != 0) return -1;
   r->hi = SIZE_MAX;
   if (eq > dash + 1 && parse_size(dash + 1, (size_t)(eq - dash - 1), &r->hi) != 0) return -1;
+  if (r->hi <= r->lo) return -1; /* an empty range: a typo, not a rule */
   size_t alen = len - (size_t)(eq + 1 - s);
   if (alen == 0 || alen >= sizeof r->algo) return -1;
   memcpy(r->algo, eq + 1, alen);

@@ -1,5 +1,6 @@
 // The selector with a real communicator: COLL_ALGO forcing and its fallback, and tuner
 // plugins (the example table plugin, and the loader's errors for broken ones).
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include "core/config.hpp"
 #include "core/config_agree.hpp"
 #include "core/handles.hpp"
+#include "plugins/tuner/coll_tuner.h"
 #include "tuning/select.hpp"
 
 using namespace testing_coll;
@@ -175,6 +177,32 @@ TEST(Select, PluginInitFailingOnOneRankIsDroppedEverywhere) {
        {{"COLL_TUNER_TABLE", "allreduce:nonsense"}}});
   ASSERT_EQ(res.size(), 3u);
   for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].status, 0) << "rank " << r;
+}
+
+// The example table plugin's sizes: one that does not fit a size_t wrapped around
+// ("17179869184G" is 2^64, read as 0, so a rule for huge calls took every call) and an
+// empty range was accepted as a rule that never matches. Both are errors from init.
+TEST(Select, TablePluginRefusesSizesThatWrapAndEmptyRanges) {
+  void* so = dlopen(TUNER_TABLE_SO, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(so, nullptr) << dlerror();
+  const auto* api = static_cast<const collTunerPlugin_v1_t*>(dlsym(so, COLL_TUNER_SYMBOL));
+  ASSERT_NE(api, nullptr);
+  auto initWith = [&](const char* table) {
+    ScopedEnv env("COLL_TUNER_TABLE", table);
+    collTunerJob_t job{4, 1, 4};
+    void* ctx = nullptr;
+    int rc = api->init(&job, &ctx);
+    if (rc == 0) api->finalize(ctx);
+    return rc;
+  };
+  for (const char* bad : {"allreduce:17179869184G-=tree", "allreduce:0-17179869184G=rd",
+                          "allreduce:99999999999999999999-=rd", "allreduce:18446744073709551616-=rd",
+                          "allreduce:1M-64K=rd", "allreduce:64K-64K=rd"})
+    EXPECT_NE(initWith(bad), 0) << bad;
+  for (const char* good : {"allreduce:0-64K=rd", "allreduce:16G-=rd", "allreduce:18446744073709551614-=rd",
+                           "allreduce:0-1=rd;broadcast:17179869183G-=tree"})
+    EXPECT_EQ(initWith(good), 0) << good;
+  dlclose(so);
 }
 
 }  // namespace

@@ -6,9 +6,11 @@
  * algorithm that can run the call and asks the plugin; the plugin may pick one of them or
  * leave the model's choice.
  *
- * Every rank must pick the same algorithm for the same call, or the job deadlocks: decide
- * from the arguments only (and from inputs that are the same on every rank, such as a
- * file or environment variable that the launcher gives all ranks alike), never from
+ * Every rank must pick the same algorithm for the same call. Ranks that run different
+ * algorithms fail the call (a message size mismatch, or COLL_TIMEOUT) or, where their
+ * messages happen to fit, return wrong results with success; the library cannot tell.
+ * Decide from the arguments only (and from inputs that are the same on every rank, such
+ * as a file or environment variable that the launcher gives all ranks alike), never from
  * timings or per-rank state.
  *
  * Versioning: the struct is versioned by its symbol name and its `version` field. A

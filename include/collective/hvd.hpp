@@ -196,8 +196,9 @@ class COLL_EXPORT Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  // Collective: waits (bounded) until every rank asked, then stops all engines.
-  // Operations still pending fail.
+  // Stops the engines on every rank at their next round, as Horovod does: operations
+  // still pending on any rank fail, and later calls there are refused with the reason.
+  // Returns once this rank's engines have stopped (bounded by COLL_SHUTDOWN_TIMEOUT).
   void shutdown();
 
   int size() const;

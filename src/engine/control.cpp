@@ -9,7 +9,7 @@ std::vector<uint8_t> encodeControl(const LocalControl& c) {
   const size_t n = c.slots.size();
   std::vector<uint8_t> v(kFlags + 2 * n);
   v[0] = c.hasUncached ? 0 : 1;
-  v[1] = c.wantsShutdown ? 1 : 0;
+  v[1] = c.wantsShutdown ? 0 : 1;  // any rank's shutdown stops every rank, as abort does
   v[2] = c.abort ? 0 : 1;
   v[3] = c.busy ? 0 : 1;
   v[4] = c.directLog2;
@@ -24,7 +24,7 @@ RoundDecision decodeControl(const std::vector<uint8_t>& reduced) {
   RoundDecision d;
   if (reduced.size() < kFlags) return d;
   d.slowPath = reduced[0] == 0;
-  d.shutdown = reduced[1] == 1;
+  d.shutdown = reduced[1] == 0;
   d.abort = reduced[2] == 0;
   d.anyBusy = reduced[3] == 0;
   d.directLog2 = reduced[4];

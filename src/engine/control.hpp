@@ -31,7 +31,7 @@ struct LocalControl {
 
 struct RoundDecision {
   bool slowPath = false;  // someone has uncached requests or a slot was invalidated
-  bool shutdown = false;  // every rank asked to shut down
+  bool shutdown = false;  // some rank asked to shut down: every rank stops
   bool abort = false;     // some rank aborts
   bool anyBusy = false;
   uint8_t directLog2 = kDirectUnknown;  // the smallest proposal

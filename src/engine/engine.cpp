@@ -19,7 +19,7 @@ COLL_PARAM(kStallCheck, "COLL_STALL_CHECK_SECONDS", "60", "engine: warn about te
 COLL_PARAM(kStallShutdown, "COLL_STALL_SHUTDOWN_SECONDS", "0", "engine: stop and fail pending work when a tensor stalls this long (0: never)");
 COLL_PARAM(kCompressionChunk, "COLL_COMPRESSION_CHUNK", "8M", "engine: float32 bytes per pipelined chunk of a compressed allreduce");
 COLL_PARAM(kFusionChunk, "COLL_FUSION_CHUNK", "16M", "engine: a fused allreduce goes out in pieces of this many bytes, staged while the previous piece is on the wire");
-COLL_PARAM(kShutdownTimeout, "COLL_SHUTDOWN_TIMEOUT", "60", "engine: seconds shutdown waits for the other ranks to shut down too");
+COLL_PARAM(kShutdownTimeout, "COLL_SHUTDOWN_TIMEOUT", "60", "engine: seconds shutdown waits for the round that stops the engine on every rank");
 
 // A wait of this many seconds goes through std::chrono::wait_for, whose conversion to the
 // clock's nanoseconds overflows far beyond 1e9 s and makes the wait return at once.
@@ -90,9 +90,7 @@ double Engine::now() const {
 
 void Engine::submit(EntryPtr e) {
   attachNudge(*e);
-  if (stopped_) COLL_THROW(collInvalidUsage, "tensor '", e->meta.name, "': the engine of process set ",
-                           processSet_, " has stopped");
-  queue_.push(std::move(e));
+  queue_.push(std::move(e));  // refused with the reason once the engine has stopped
 }
 
 void Engine::nudge() {
@@ -113,10 +111,7 @@ void Engine::attachNudge(Entry& e) {
 
 void Engine::submitAll(std::vector<EntryPtr> entries) {
   for (auto& e : entries) attachNudge(*e);
-  if (stopped_ && !entries.empty())
-    COLL_THROW(collInvalidUsage, "tensor '", entries[0]->meta.name, "': the engine of process set ",
-               processSet_, " has stopped");
-  queue_.pushAll(std::move(entries));
+  queue_.pushAll(std::move(entries));  // refused with the reason once the engine has stopped
 }
 
 void Engine::shutdown() {
@@ -126,7 +121,7 @@ void Engine::shutdown() {
     std::unique_lock<std::mutex> lk(mu_);
     auto limit = std::chrono::duration<double>(p_.shutdownTimeoutSeconds);
     if (!cv_.wait_for(lk, limit, [&] { return stopped_.load(); })) {
-      COLL_WARN("engine of process set %d: other ranks did not shut down within %.0f s "
+      COLL_WARN("engine of process set %d: no round with the other ranks completed within %.0f s "
                 "(COLL_SHUTDOWN_TIMEOUT); stopping this rank alone",
                 processSet_, p_.shutdownTimeoutSeconds);
       forceStop_ = true;

@@ -62,8 +62,9 @@ class Engine {
   void submitAll(std::vector<EntryPtr> entries);
   // Runs the next round now rather than at the next cycle tick (a caller is waiting).
   void nudge();
-  // Collective within the process set: returns once every member asked (or after
-  // shutdownTimeoutSeconds, stopping this rank alone).
+  // Stops the engine on every member of the process set at its next round: operations
+  // still pending there fail, and later submits are refused. Returns once this rank's
+  // engine has stopped (or after shutdownTimeoutSeconds, stopping this rank alone).
   void shutdown();
   bool running() const { return !stopped_.load(); }
 

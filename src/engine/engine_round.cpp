@@ -169,8 +169,14 @@ bool Engine::cycle() {
   if (rank_ == 0) inspectStalls(now());
   if (timeline_) timeline_->flush();
   if (d.shutdown) {
-    failAll(collInvalidUsage, strCat("engine of process set ", processSet_,
-                                     " shut down before this operation completed"));
+    // As in Horovod: one rank's shutdown (it finished, or it failed and is going away)
+    // stops the engine everywhere, so that work the others still wait for fails now
+    // instead of when that rank's process ends or a timeout expires.
+    failAll(collInvalidUsage,
+            wantShutdown_ ? strCat("engine of process set ", processSet_, " shut down before this operation completed")
+                          : strCat("engine of process set ", processSet_,
+                                   " shut down: another rank shut down its engine (it finished, or it failed) "
+                                   "before this operation completed"));
     return false;
   }
   return true;

@@ -89,7 +89,7 @@ TEST(Control, MinCombinesAsAndAndOr) {
   b.held = {true, false, false, false};
   a.hasUncached = false;
   b.hasUncached = true;
-  a.wantsShutdown = true;
+  a.wantsShutdown = false;
   b.wantsShutdown = false;
   auto va = encodeControl(a), vb = encodeControl(b);
   ASSERT_EQ(va.size(), vb.size());
@@ -102,7 +102,7 @@ TEST(Control, MinCombinesAsAndAndOr) {
   EXPECT_EQ(d.ready, (std::vector<uint32_t>{0}));
   EXPECT_EQ(d.invalidated, (std::vector<uint32_t>{3}));
 
-  b.wantsShutdown = true;
+  b.wantsShutdown = true;  // one rank's shutdown stops every rank
   b.hasUncached = false;
   b.slots = a.slots;
   b.held = {false, false, false, false};  // b stands in (joined) but holds nothing

@@ -250,6 +250,45 @@ TEST(Engine, StallShutdownFailsPendingOnEveryRank) {
   });
 }
 
+// One rank's shutdown (it finished, or it failed and is going away) stops every rank's
+// engine at the next round: a rank still waiting for that rank's part learns so at once,
+// instead of after the shutting-down rank's COLL_SHUTDOWN_TIMEOUT and its own timeouts.
+TEST(Engine, ShutdownOnOneRankStopsEveryRank) {
+  const int ranks = 3;
+  auto world = FakeWorld::create(ranks);
+  std::atomic<bool> rank0Down{false};
+  runRanks(ranks, [&](int r) {
+    EngineParams p = testParams();
+    p.shutdownTimeoutSeconds = 5;
+    Engine eng(world->member(r), p, nullptr, 0);
+    std::vector<float> a(4, static_cast<float>(r + 1)), out(4);
+    submit(eng, arEntry("before", a.data(), out.data(), 4))->wait();  // completes everywhere first
+    EXPECT_EQ(out[0], 6.0f) << "rank " << r;
+    if (r == 0) {
+      eng.shutdown();
+      EXPECT_FALSE(eng.running());
+      rank0Down = true;
+      return;
+    }
+    // Rank 1 submits one rank 0 will never join; rank 2 submits after rank 0 is gone.
+    HandlePtr h;
+    if (r == 1) h = submit(eng, arEntry("orphan", a.data(), out.data(), 4));
+    while (!rank0Down) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+    while (eng.running() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_FALSE(eng.running()) << "rank " << r << ": its engine runs on after rank 0 shut down";
+    try {
+      if (r == 1) h->wait();
+      else submit(eng, arEntry("late", a.data(), out.data(), 4))->wait();
+      ADD_FAILURE() << "rank " << r << ": completed without rank 0";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("another rank shut down its engine"), std::string::npos)
+          << "rank " << r << ": " << e.what();
+    }
+  });
+}
+
 TEST(Engine, JoinedRankContributesZeros) {
   const int ranks = 3;
   auto world = FakeWorld::create(ranks);

@@ -8,10 +8,14 @@
  *
  * Every rank must pick the same algorithm for the same call. Ranks that run different
  * algorithms fail the call (a message size mismatch, or COLL_TIMEOUT) or, where their
- * messages happen to fit, return wrong results with success; the library cannot tell.
- * Decide from the arguments only (and from inputs that are the same on every rank, such
- * as a file or environment variable that the launcher gives all ranks alike), never from
- * timings or per-rank state.
+ * messages happen to fit, return wrong results with success. When a communicator forms,
+ * the ranks ask their plugins about a fixed grid of calls (each collective, 1 B to 16 GiB,
+ * a few types and operations) and compare the answers: a difference fails the creation
+ * with collInvalidArgument, naming a call and the ranks' picks. A plugin whose choices
+ * differ only elsewhere, or change later, is not caught. So decide from the arguments
+ * only (and from inputs that are the same on every rank, such as a file or environment
+ * variable that the launcher gives all ranks alike), never from timings or per-rank
+ * state.
  *
  * Versioning: the struct is versioned by its symbol name and its `version` field. A
  * future version 2 adds a new symbol; the library looks for the newest it understands.

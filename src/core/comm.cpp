@@ -101,10 +101,38 @@ void Comm::startTuner() {
   std::string failed;
   for (size_t r = 0; r < all.size(); ++r)
     if (!all[r]) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
-  if (failed.empty()) return;
-  if (ok) COLL_WARN("the tuner plugin failed to initialise on rank(s) %s; every rank uses the cost model alone",
-                    failed.c_str());
-  selector_->dropTuner();
+  if (!failed.empty()) {
+    if (ok) COLL_WARN("the tuner plugin failed to initialise on rank(s) %s; every rank uses the cost model alone",
+                      failed.c_str());
+    selector_->dropTuner();
+    return;
+  }
+  checkTunerAgrees();
+}
+
+// The plugin must pick alike on every rank (coll_tuner.h); one that reads a table or rule
+// that differs between hosts does not, and ranks running different algorithms for one
+// call fail with a size mismatch, time out, or return wrong sums as success. Its picks
+// over a fixed grid of calls are compared here, first as a digest; a difference is an
+// error that names a call on which the ranks disagree.
+void Comm::checkTunerAgrees() {
+  const std::vector<uint8_t> picks = selector_->tunerProbe(*this);
+  uint64_t digest = 1469598103934665603ull;  // FNV-1a
+  for (uint8_t b : picks) digest = (digest ^ b) * 1099511628211ull;
+  const std::vector<uint8_t> digests = boot_->allGather(&digest, sizeof digest);
+  bool same = true;
+  for (int r = 1; r < nranks_; ++r) same = same && std::memcmp(&digests[r * sizeof digest], &digests[0], sizeof digest) == 0;
+  if (same) return;
+  const std::vector<uint8_t> all = boot_->allGather(picks.data(), picks.size());
+  const auto& table = algorithmTable();
+  auto name = [&](uint8_t pick) { return pick < table.size() ? table[pick]->name() : "?"; };
+  for (size_t i = 0; i < picks.size(); ++i)
+    for (int r = 1; r < nranks_; ++r)
+      if (all[r * picks.size() + i] != all[i])
+        COLL_THROW(collInvalidArgument, "the tuner plugin (COLL_TUNER_PLUGIN) picks differently on different ranks: ",
+                   "for ", Selector::tunerProbeCase(i), " '", name(all[i]), "' on rank 0 and '",
+                   name(all[r * picks.size() + i]), "' on rank ", r,
+                   "; every rank must decide alike (the same table and settings everywhere)");
 }
 
 // The interface the TCP transport will use towards other hosts (the same choice:

@@ -99,6 +99,7 @@ class Comm {
   Comm() = default;
   void connectTransports();
   void startTuner();
+  void checkTunerAgrees();
   void discoverTopology();
   LocalNet interHostInterface() const;
   void executeOps(const OpArgs* ops, size_t n);

@@ -47,6 +47,12 @@ class Selector {
   bool initTuner(const JobTopo& job) const;
   // Unloads the tuner plugin: the cost model alone decides from now on.
   void dropTuner();
+  // What the tuner plugin picks over a fixed grid of calls (every collective it tunes,
+  // 1 B to 16 GiB, a few types and operations): per call, the picked algorithm's index
+  // in algorithmTable(). Ranks compare these when a communicator forms.
+  std::vector<uint8_t> tunerProbe(const Comm& comm) const;
+  // Call i of that grid in words: "allreduce of 64 bytes of float32 (sum)".
+  static std::string tunerProbeCase(size_t i);
 
  private:
   std::map<OpKind, const Algorithm*> forced_;

@@ -77,13 +77,15 @@ int TunerPlugin::choose(const OpArgs& args, size_t bytes, const std::vector<cons
   int choice = -1;
   int rc = api(api_).getAlgorithm(context_, &q, &choice);
   if (rc != 0) {
-    COLL_WARN("tuner plugin '%s': getAlgorithm returned %d for %s of %zu bytes; keeping the model's choice",
-              name_.c_str(), rc, opKindName(args.kind), bytes);
+    if (!warnedError_.exchange(true))
+      COLL_WARN("tuner plugin '%s': getAlgorithm returned %d for %s of %zu bytes; keeping the model's choice "
+                "(further such answers are not logged)", name_.c_str(), rc, opKindName(args.kind), bytes);
     return -1;
   }
   if (choice < -1 || choice >= q.numAlgorithms) {
-    COLL_WARN("tuner plugin '%s' chose algorithm %d of %d for %s; keeping the model's choice", name_.c_str(), choice,
-              q.numAlgorithms, opKindName(args.kind));
+    if (!warnedRange_.exchange(true))
+      COLL_WARN("tuner plugin '%s' chose algorithm %d of %d for %s; keeping the model's choice "
+                "(further such answers are not logged)", name_.c_str(), choice, q.numAlgorithms, opKindName(args.kind));
     return -1;
   }
   return choice;

@@ -2,6 +2,7 @@
 // asks it to override the cost model's choice.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,8 @@ class TunerPlugin {
   void* context_ = nullptr;
   bool ready_ = false;
   bool tried_ = false;
+  // Each kind of bad answer is logged once: it would otherwise repeat on every call.
+  mutable std::atomic<bool> warnedError_{false}, warnedRange_{false};
   std::string path_, name_;
 };
 

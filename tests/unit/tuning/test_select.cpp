@@ -179,6 +179,32 @@ TEST(Select, PluginInitFailingOnOneRankIsDroppedEverywhere) {
   for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].status, 0) << "rank " << r;
 }
 
+// A plugin that picks differently on different ranks (here: one host's table says tree
+// where the others say ring) made ranks run different algorithms for one call: a size
+// mismatch, a timeout, or, where the messages happened to fit, wrong sums returned as
+// success. Its picks are now compared when the communicator forms: every rank fails
+// there, and a job whose ranks agree (the same tables) forms and uses the plugin.
+TEST(Select, PluginPickingDifferentlyOnOneRankFailsEveryRank) {
+  auto body = [](int r, collComm_t comm, std::vector<uint64_t>&) {
+    int32_t v = r + 1;
+    if (collAllReduce(&v, &v, 1, collInt32, collSum, comm, nullptr) != collSuccess) return 1;
+    return v == 6 ? 0 : 1;
+  };
+  const Env common = {{"COLL_TIMEOUT", "15"}, {"COLL_TUNER_PLUGIN", TUNER_TABLE_SO}};
+  std::vector<ProcResult> res = runProcs({"h", "h", "h"}, common, body,
+                                         {{{"COLL_TUNER_TABLE", "allreduce:0-=ring"}},
+                                          {{"COLL_TUNER_TABLE", "allreduce:0-=ring"}},
+                                          {{"COLL_TUNER_TABLE", "allreduce:0-=tree"}}});
+  ASSERT_EQ(res.size(), 3u);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].status, 99) << "rank " << r << " should fail to initialise";
+  res = runProcs({"h", "h", "h"}, common, body,
+                 {{{"COLL_TUNER_TABLE", "allreduce:0-=tree"}},
+                  {{"COLL_TUNER_TABLE", "allreduce:0-=tree"}},
+                  {{"COLL_TUNER_TABLE", "allreduce:0-=tree"}}});
+  ASSERT_EQ(res.size(), 3u);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].status, 0) << "rank " << r;
+}
+
 // The example table plugin's sizes: one that does not fit a size_t wrapped around
 // ("17179869184G" is 2^64, read as 0, so a rule for huge calls took every call) and an
 // empty range was accepted as a rule that never matches. Both are errors from init.

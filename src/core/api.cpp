@@ -359,17 +359,22 @@ COLL_EXPORT collResult_t collTest(collRequest_t* request, int* done) {
   collResult_t rc = guarded(nullptr, "collTest", [&] {
     COLL_CHECK_ARG(request && done, "request and done must not be NULL");
     COLL_CHECK_ARG(*request, "*request is NULL (already completed?)");
-    if (!isLiveHandle(*request)) COLL_THROW(collInvalidUsage, "*request is not a live request");
     collRequest* r = *request;
-    *done = r->req->done() ? 1 : 0;
+    // Another thread may test or wait on the same handle and free it: read it under the
+    // registry's lock, and free it only if this call is the one that unregisters it.
+    std::shared_ptr<Request> req = liveRequest(r, &comm);
+    if (!req) COLL_THROW(collInvalidUsage, "*request is not a live request");
+    *done = req->done() ? 1 : 0;
     if (!*done) {
       result = collInProgress;
       return;
     }
-    comm = r->comm;
-    result = r->req->result();
-    if (result != collSuccess) recordError(comm, result, r->req->message().c_str());
-    unregisterHandle(r);
+    if (!unregisterHandle(r)) {
+      *done = 0;
+      COLL_THROW(collInvalidUsage, "*request was completed and released by another thread's collWait or collTest");
+    }
+    result = req->result();
+    if (result != collSuccess) recordError(comm, result, req->message().c_str());
     delete r;
     *request = nullptr;
   });
@@ -382,14 +387,16 @@ COLL_EXPORT collResult_t collWait(collRequest_t* request) {
   collResult_t rc = guarded(nullptr, "collWait", [&] {
     COLL_CHECK_ARG(request, "request is NULL");
     COLL_CHECK_ARG(*request, "*request is NULL (already completed?)");
-    if (!isLiveHandle(*request)) COLL_THROW(collInvalidUsage, "*request is not a live request");
     collRequest* r = *request;
-    comm = r->comm;
+    // As in collTest: another thread waiting on the same handle may free it first.
+    std::shared_ptr<Request> req = liveRequest(r, &comm);
+    if (!req) COLL_THROW(collInvalidUsage, "*request is not a live request");
     double timeout = isLiveHandle(comm) ? comm->impl->timeoutSec() * 2 : 600;
-    if (!r->req->wait(timeout)) COLL_THROW(collTimeout, "collWait: request did not complete in ", timeout, " s");
-    result = r->req->result();
-    if (result != collSuccess) recordError(comm, result, r->req->message().c_str());
-    unregisterHandle(r);
+    if (!req->wait(timeout)) COLL_THROW(collTimeout, "collWait: request did not complete in ", timeout, " s");
+    if (!unregisterHandle(r))
+      COLL_THROW(collInvalidUsage, "*request was completed and released by another thread's collWait or collTest");
+    result = req->result();
+    if (result != collSuccess) recordError(comm, result, req->message().c_str());
     delete r;
     *request = nullptr;
   });

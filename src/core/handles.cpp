@@ -57,14 +57,24 @@ bool isLive(const void* h, Kind k) {
 void registerHandle(const collComm* h) { add(h, Kind::Comm); }
 void registerHandle(const collRequest* h) { add(h, Kind::Request); }
 
-void unregisterHandle(const void* h) {
+bool unregisterHandle(const void* h) {
   std::lock_guard<std::mutex> lock(registry().mu);
-  registry().live.erase(h);
+  const bool removed = registry().live.erase(h) != 0;
   registry().removals.fetch_add(1, std::memory_order_release);
+  return removed;
 }
 
 bool isLiveHandle(const collComm* h) { return isLive(h, Kind::Comm); }
 bool isLiveHandle(const collRequest* h) { return isLive(h, Kind::Request); }
+
+std::shared_ptr<Request> liveRequest(const collRequest* h, collComm** comm) {
+  if (!h) return nullptr;
+  std::lock_guard<std::mutex> lock(registry().mu);
+  auto it = registry().live.find(h);
+  if (it == registry().live.end() || it->second != Kind::Request) return nullptr;
+  *comm = h->comm;
+  return h->req;
+}
 
 collComm& liveComm(collComm_t comm, const char* arg) {
   if (!comm) COLL_THROW(collInvalidArgument, arg, " is NULL");

@@ -50,9 +50,14 @@ namespace coll {
 // collInvalidUsage.
 void registerHandle(const collComm* h);
 void registerHandle(const collRequest* h);
-void unregisterHandle(const void* h);
+// True for the one call that removed a live handle: that caller alone may free it.
+bool unregisterHandle(const void* h);
 bool isLiveHandle(const collComm* h);
 bool isLiveHandle(const collRequest* h);
+// A live request's state, read under the registry's lock so that another thread's
+// collWait or collTest freeing the handle meanwhile cannot pull it away; null when the
+// handle is not a live request.
+std::shared_ptr<Request> liveRequest(const collRequest* h, collComm** comm);
 
 // The communicator behind a handle; throws collInvalidUsage for a dead or null handle.
 collComm& liveComm(collComm_t comm, const char* arg = "comm");

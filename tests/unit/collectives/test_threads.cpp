@@ -1,0 +1,220 @@
+// Misuse that multi-threaded framework code produces: two threads on one communicator,
+// one thread destroying or aborting a communicator another is blocked on, requests
+// waited for twice, mismatched groups and odd splits. Each must end in a clear error
+// code (or a correct result), never a crash, a hang or a wrong result.
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "harness.hpp"
+
+using namespace testing_coll;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+bool mentions(const char* text, const char* word) { return std::string(text).find(word) != std::string::npos; }
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void sleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+// Two threads waiting on one request: one gets the result and releases the request, the
+// other is told it is gone (it used to release it a second time: a double free).
+TEST(Threads, TwoThreadsWaitingOnOneRequest) {
+  ScopedEnv timeout("COLL_TIMEOUT", "20");
+  Job job(2);
+  ASSERT_TRUE(job.ok());
+  job.run([&](int r, collComm_t c) {
+    if (r == 1) sleepMs(300);  // both waiters on rank 0 are inside collWait by then
+    collRequest_t req = nullptr;
+    ASSERT_EQ(collIbarrier(c, &req), collSuccess) << collGetLastError(c);
+    if (r == 1) {
+      EXPECT_EQ(collWait(&req), collSuccess);
+      return;
+    }
+    collRequest_t copy = req;
+    collResult_t rc2 = collSuccess;
+    std::thread other([&] { rc2 = collWait(&copy); });
+    collResult_t rc1 = collWait(&req);
+    other.join();
+    // Exactly one of them had the request.
+    EXPECT_TRUE((rc1 == collSuccess && rc2 == collInvalidUsage) || (rc2 == collSuccess && rc1 == collInvalidUsage))
+        << rc1 << " " << rc2;
+  });
+}
+
+// collCommAbort from another thread wakes a thread blocked in a collective on that
+// communicator with an error at once.
+TEST(Threads, AbortWakesThreadBlockedInCollective) {
+  ScopedEnv timeout("COLL_TIMEOUT", "20");
+  Job job(2);
+  ASSERT_TRUE(job.ok());
+  job.run([&](int r, collComm_t c) {
+    if (r == 1) {
+      sleepMs(1500);  // never joins; aborts its own after rank 0 did
+      EXPECT_EQ(collCommAbort(c), collSuccess);
+      job.forget(r);
+      return;
+    }
+    std::vector<float> x(1000, 1.f);
+    collResult_t rc = collSuccess;
+    double secs = 0;
+    std::thread blocked([&] {
+      auto t0 = Clock::now();
+      rc = collAllReduce(x.data(), x.data(), x.size(), collFloat32, collSum, c, nullptr);
+      secs = since(t0);
+    });
+    sleepMs(300);
+    EXPECT_EQ(collCommAbort(c), collSuccess);
+    job.forget(r);
+    blocked.join();
+    EXPECT_NE(rc, collSuccess);
+    EXPECT_LT(secs, 2.0);
+  });
+}
+
+// The same for a thread blocked in collWait.
+TEST(Threads, AbortWakesThreadBlockedInWait) {
+  ScopedEnv timeout("COLL_TIMEOUT", "20");
+  Job job(2);
+  ASSERT_TRUE(job.ok());
+  job.run([&](int r, collComm_t c) {
+    if (r == 1) {
+      sleepMs(1500);
+      EXPECT_EQ(collCommAbort(c), collSuccess);
+      job.forget(r);
+      return;
+    }
+    float x = 1;
+    collRequest_t req = nullptr;
+    ASSERT_EQ(collIallReduce(&x, &x, 1, collFloat32, collSum, c, &req), collSuccess);
+    collResult_t rc = collSuccess;
+    double secs = 0;
+    std::thread blocked([&] {
+      auto t0 = Clock::now();
+      rc = collWait(&req);
+      secs = since(t0);
+    });
+    sleepMs(300);
+    EXPECT_EQ(collCommAbort(c), collSuccess);
+    job.forget(r);
+    blocked.join();
+    EXPECT_NE(rc, collSuccess);
+    EXPECT_LT(secs, 2.0);
+  });
+}
+
+// collCommDestroy from another thread while a collective waits for a peer that never
+// comes: both return within the timeout, no crash.
+TEST(Threads, DestroyWhileAnotherThreadIsBlocked) {
+  ScopedEnv timeout("COLL_TIMEOUT", "2");
+  Job job(2);
+  ASSERT_TRUE(job.ok());
+  job.run([&](int r, collComm_t c) {
+    if (r == 1) {
+      sleepMs(3000);
+      EXPECT_EQ(collCommAbort(c), collSuccess);
+      job.forget(r);
+      return;
+    }
+    float x = 1;
+    collResult_t rc = collSuccess;
+    double secs = 0;
+    std::thread blocked([&] {
+      auto t0 = Clock::now();
+      rc = collAllReduce(&x, &x, 1, collFloat32, collSum, c, nullptr);
+      secs = since(t0);
+    });
+    sleepMs(300);
+    auto t0 = Clock::now();
+    collResult_t drc = collCommDestroy(c);
+    double dsecs = since(t0);
+    job.forget(r);
+    blocked.join();
+    EXPECT_NE(rc, collSuccess);
+    EXPECT_LT(secs, 2.9);
+    EXPECT_EQ(drc, collSuccess) << collGetLastError(nullptr);
+    EXPECT_LT(dsecs, 2.9);
+  });
+}
+
+// Destroying a communicator with nonblocking requests outstanding: they finish (the peers
+// take part) and can be waited for afterwards.
+TEST(Threads, DestroyWithOutstandingRequests) {
+  ScopedEnv timeout("COLL_TIMEOUT", "20");
+  Job job(2);
+  ASSERT_TRUE(job.ok());
+  job.run([&](int r, collComm_t c) {
+    std::vector<float> x(1 << 14, 1.f);
+    collRequest_t a = nullptr, b = nullptr;
+    ASSERT_EQ(collIallReduce(x.data(), x.data(), x.size(), collFloat32, collSum, c, &a), collSuccess);
+    ASSERT_EQ(collIbarrier(c, &b), collSuccess);
+    EXPECT_EQ(collCommDestroy(c), collSuccess) << collGetLastError(nullptr);
+    job.forget(r);
+    collResult_t ra = collWait(&a), rb = collWait(&b);
+    EXPECT_TRUE(ra == collSuccess || ra == collInvalidUsage) << ra;
+    EXPECT_TRUE(rb == collSuccess || rb == collInvalidUsage) << rb;
+    if (ra == collSuccess) {
+      EXPECT_EQ(x.back(), 2.f);
+    }
+  });
+}
+
+// Group misuse: End without Start, a collective on a destroyed communicator inside a
+// group, a communicator destroyed between its deferred calls and collGroupEnd.
+TEST(Threads, GroupMisuse) {
+  EXPECT_EQ(collGroupEnd(), collInvalidUsage);
+  Job job(1);
+  ASSERT_TRUE(job.ok());
+  collComm_t c = job.comm(0);
+  float x = 1, y = 0;
+  // Nested groups: only the outermost End runs the calls.
+  ASSERT_EQ(collGroupStart(), collSuccess);
+  ASSERT_EQ(collGroupStart(), collSuccess);
+  ASSERT_EQ(collAllReduce(&x, &y, 1, collFloat32, collSum, c, nullptr), collSuccess);
+  ASSERT_EQ(collGroupEnd(), collSuccess);
+  EXPECT_EQ(y, 0.f);
+  ASSERT_EQ(collGroupEnd(), collSuccess) << collGetLastError(c);
+  EXPECT_EQ(y, 1.f);
+  EXPECT_EQ(collGroupEnd(), collInvalidUsage);
+
+  // Destroyed inside the group, before End.
+  ASSERT_EQ(collGroupStart(), collSuccess);
+  ASSERT_EQ(collAllReduce(&x, &y, 1, collFloat32, collSum, c, nullptr), collSuccess);
+  ASSERT_EQ(collCommDestroy(c), collSuccess);
+  job.forget(0);
+  EXPECT_EQ(collAllReduce(&x, &y, 1, collFloat32, collSum, c, nullptr), collInvalidUsage);
+  EXPECT_EQ(collGroupEnd(), collInvalidUsage);
+  EXPECT_TRUE(mentions(collGetLastError(nullptr), "not a live communicator")) << collGetLastError(nullptr);
+  // The group is over: the next call runs at once.
+  EXPECT_EQ(collGroupEnd(), collInvalidUsage);
+}
+
+// Every rank the same color and key, negative keys, every rank NOCOLOR.
+TEST(Threads, SplitEdgeColorsAndKeys) {
+  Job job(3);
+  ASSERT_TRUE(job.ok());
+  job.run([&](int r, collComm_t c) {
+    collComm_t all = nullptr;
+    ASSERT_EQ(collCommSplit(c, 7, 0, &all), collSuccess) << collGetLastError(c);
+    int rank = -1, n = -1;
+    EXPECT_EQ(collCommUserRank(all, &rank), collSuccess);
+    EXPECT_EQ(collCommCount(all, &n), collSuccess);
+    EXPECT_EQ(rank, r);
+    EXPECT_EQ(n, 3);
+    collComm_t rev = nullptr;
+    ASSERT_EQ(collCommSplit(c, 2147483647, -r, &rev), collSuccess) << collGetLastError(c);
+    EXPECT_EQ(collCommUserRank(rev, &rank), collSuccess);
+    EXPECT_EQ(rank, 2 - r);
+    collComm_t none = reinterpret_cast<collComm_t>(&rank);
+    ASSERT_EQ(collCommSplit(c, COLL_SPLIT_NOCOLOR, 0, &none), collSuccess) << collGetLastError(c);
+    EXPECT_EQ(none, nullptr);
+    EXPECT_EQ(collCommDestroy(all), collSuccess);
+    EXPECT_EQ(collCommDestroy(rev), collSuccess);
+  });
+}
+
+}  // namespace

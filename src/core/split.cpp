@@ -21,6 +21,7 @@ struct Member {
   int32_t color;
   int32_t key;
   int32_t rank;
+  int32_t newcommNull;  // the rank passed newcomm == NULL
 };
 
 std::vector<uint8_t> allGatherBytes(Comm& comm, const void* mine, size_t bytes) {
@@ -43,17 +44,24 @@ using namespace coll;
 extern "C" COLL_EXPORT collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm) {
   return guarded(comm, "collCommSplit", [&] {
     collComm& c = liveComm(comm);
-    COLL_CHECK_ARG(newcomm, "newcomm is NULL");
-    *newcomm = nullptr;
-    COLL_CHECK_ARG(color >= 0 || color == COLL_SPLIT_NOCOLOR, "color ", color,
-                   " must be >= 0 or COLL_SPLIT_NOCOLOR");
+    if (newcomm) *newcomm = nullptr;
+    // Arguments are checked after the first exchange, on every rank alike: a rank that
+    // refused its own before the exchange left the others waiting in it until COLL_TIMEOUT,
+    // and then their communicator was unusable.
+    auto badColor = [](int32_t col) { return col < 0 && col != COLL_SPLIT_NOCOLOR; };
     Comm& parent = *c.impl;
-    Member me{color, key, parent.rank()};
+    Member me{color, key, parent.rank(), newcomm ? 0 : 1};
     auto raw = allGatherBytes(parent, &me, sizeof(me));
+    COLL_CHECK_ARG(newcomm, "newcomm is NULL");
+    COLL_CHECK_ARG(!badColor(color), "color ", color, " must be >= 0 or COLL_SPLIT_NOCOLOR");
     std::vector<Member> members;
     for (int i = 0; i < parent.nranks(); ++i) {
       Member m;
       memcpy(&m, raw.data() + i * sizeof(Member), sizeof(Member));
+      if (m.newcommNull || badColor(m.color))
+        COLL_THROW(collInvalidArgument, "rank ", i, " passed ",
+                   m.newcommNull ? std::string("newcomm NULL") : "color " + std::to_string(m.color),
+                   " (colors must be >= 0 or COLL_SPLIT_NOCOLOR), so no rank splits");
       if (color != COLL_SPLIT_NOCOLOR && m.color == color) members.push_back(m);
     }
     std::sort(members.begin(), members.end(), [](const Member& a, const Member& b) {

@@ -193,6 +193,35 @@ TEST(Threads, GroupMisuse) {
   EXPECT_EQ(collGroupEnd(), collInvalidUsage);
 }
 
+// A rank passing a bad color gets collInvalidArgument, and so do the others, at once:
+// they used to wait in the split's exchange for it until COLL_TIMEOUT.
+TEST(Threads, SplitWithBadColorOnOneRankFailsEverywhere) {
+  ScopedEnv timeout("COLL_TIMEOUT", "10");
+  Job job(3);
+  ASSERT_TRUE(job.ok());
+  std::vector<collResult_t> rc(3, collSuccess);
+  std::vector<double> secs(3);
+  job.run([&](int r, collComm_t c) {
+    collComm_t sub = reinterpret_cast<collComm_t>(&rc);
+    auto t0 = Clock::now();
+    rc[r] = collCommSplit(c, r == 1 ? -5 : 0, 0, &sub);
+    secs[r] = since(t0);
+    EXPECT_EQ(sub, nullptr);
+    if (sub && sub != reinterpret_cast<collComm_t>(&rc)) collCommDestroy(sub);
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(rc[r], collInvalidArgument) << "rank " << r;
+    EXPECT_LT(secs[r], 5.0) << "rank " << r;
+  }
+  EXPECT_TRUE(mentions(collGetLastError(job.comm(0)), "color")) << collGetLastError(job.comm(0));
+  // Still usable.
+  job.run([&](int r, collComm_t c) {
+    float x = 1;
+    EXPECT_EQ(collAllReduce(&x, &x, 1, collFloat32, collSum, c, nullptr), collSuccess) << collGetLastError(c);
+    EXPECT_EQ(x, 3.f);
+  });
+}
+
 // Every rank the same color and key, negative keys, every rank NOCOLOR.
 TEST(Threads, SplitEdgeColorsAndKeys) {
   Job job(3);

@@ -69,6 +69,7 @@ collResult_t issue(const char* fn, collComm_t comm, const OpArgs& op, collStream
     drainStreams(c);
 #endif
     if (groupDefer(c, {op, nullptr, false})) return;
+    IssueGuard busy(c);
     c.impl->run(op);
   });
 }
@@ -84,6 +85,7 @@ collResult_t issueAsync(const char* fn, collComm_t comm, const OpArgs& op, collR
     validateOp(*c.impl, op, nullptr, streamsUsable(c));
     if (op.isP2P() && op.root == c.impl->rank())
       COLL_THROW(collInvalidUsage, "nonblocking send/recv with self would never complete");
+    IssueGuard busy(c);
     auto r = std::make_unique<collRequest>();
 #if COLL_HAVE_CUDA
     if (onStream(c, op, nullptr)) {

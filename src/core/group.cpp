@@ -82,7 +82,9 @@ extern "C" COLL_EXPORT collResult_t collGroupEnd(void) {
       for (auto& [cc, op] : ops)
         if (cc == c) batch.push_back(op);
       note(guarded(c, "collGroupEnd", [&] {
-        if (auto req = launch(liveComm(c), batch)) pending.emplace_back(c, std::move(req));
+        collComm& cc = liveComm(c);
+        IssueGuard busy(cc);
+        if (auto req = launch(cc, batch)) pending.emplace_back(c, std::move(req));
       }));
     }
     // Every unit is launched before any is waited for, so that no communicator's unit

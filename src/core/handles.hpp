@@ -36,6 +36,8 @@ struct collComm {
 #endif
   std::mutex errMu;
   std::string lastError;
+  // Set while a thread issues or runs an operation on the communicator (IssueGuard).
+  std::atomic<bool> busy{false};
 };
 
 struct collRequest {
@@ -66,6 +68,27 @@ collComm& liveComm(collComm_t comm, const char* arg = "comm");
 // for the calling thread).
 void recordError(collComm_t comm, collResult_t code, const char* what);
 const char* threadLastError();
+
+// Held by a thread while it issues or runs operations on a communicator. Calls on one
+// communicator must not overlap (as in NCCL): run one behind the other, two threads'
+// calls pair up differently on different ranks (rank 0's first with rank 1's second)
+// and return each other's data as success, or wait for each other until COLL_TIMEOUT.
+// A thread that arrives while another holds it is refused with collInvalidUsage.
+class IssueGuard {
+ public:
+  explicit IssueGuard(collComm& c) : c_(c) {
+    if (c_.busy.exchange(true, std::memory_order_acquire))
+      COLL_THROW(collInvalidUsage, "another thread is issuing or running an operation on this communicator; "
+                 "calls on one communicator must not overlap (serialize them, or give each thread a "
+                 "communicator of its own)");
+  }
+  ~IssueGuard() { c_.busy.store(false, std::memory_order_release); }
+  IssueGuard(const IssueGuard&) = delete;
+  IssueGuard& operator=(const IssueGuard&) = delete;
+
+ private:
+  collComm& c_;
+};
 
 // Runs body, turning exceptions into result codes and recorded messages.
 template <typename F>

@@ -44,6 +44,7 @@ using namespace coll;
 extern "C" COLL_EXPORT collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm) {
   return guarded(comm, "collCommSplit", [&] {
     collComm& c = liveComm(comm);
+    IssueGuard busy(c);  // both exchanges are calls on comm
     if (newcomm) *newcomm = nullptr;
     // Arguments are checked after the first exchange, on every rank alike: a rank that
     // refused its own before the exchange left the others waiting in it until COLL_TIMEOUT,

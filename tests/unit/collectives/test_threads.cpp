@@ -21,6 +21,45 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 void sleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
+// A second thread issuing a collective on a communicator while another thread's
+// collective on it is still running is refused at once: run behind it instead, the two
+// threads' calls may pair up differently on different ranks (rank 0's thread A with rank
+// 1's thread B) and return each other's data as success.
+TEST(Threads, SecondThreadOnOneCommIsRefused) {
+  ScopedEnv timeout("COLL_TIMEOUT", "20");
+  Job job(2);
+  ASSERT_TRUE(job.ok());
+  job.run([&](int r, collComm_t c) {
+    if (r == 1) {
+      sleepMs(600);  // rank 0's first call waits for this one
+      float x = 2;
+      EXPECT_EQ(collAllReduce(&x, &x, 1, collFloat32, collSum, c, nullptr), collSuccess) << collGetLastError(c);
+      EXPECT_EQ(x, 3.f);
+      return;
+    }
+    float a = 1;
+    std::thread first([&] {
+      EXPECT_EQ(collAllReduce(&a, &a, 1, collFloat32, collSum, c, nullptr), collSuccess) << collGetLastError(c);
+    });
+    sleepMs(200);
+    float b = 100;
+    auto t0 = Clock::now();
+    collResult_t rc = collAllReduce(&b, &b, 1, collFloat32, collSum, c, nullptr);
+    EXPECT_LT(since(t0), 0.3) << "the second thread should be refused, not queued";
+    EXPECT_EQ(rc, collInvalidUsage);
+    EXPECT_TRUE(mentions(collGetLastError(nullptr), "another thread")) << collGetLastError(nullptr);
+    EXPECT_EQ(b, 100.f);
+    first.join();
+    EXPECT_EQ(a, 3.f);
+  });
+  // The refusal left the communicator usable.
+  job.run([&](int r, collComm_t c) {
+    float x = static_cast<float>(r);
+    EXPECT_EQ(collAllReduce(&x, &x, 1, collFloat32, collSum, c, nullptr), collSuccess) << collGetLastError(c);
+    EXPECT_EQ(x, 1.f);
+  });
+}
+
 // Two threads waiting on one request: one gets the result and releases the request, the
 // other is told it is gone (it used to release it a second time: a double free).
 TEST(Threads, TwoThreadsWaitingOnOneRequest) {

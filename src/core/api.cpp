@@ -211,7 +211,10 @@ COLL_EXPORT collResult_t collCommInitFromEnv(collComm_t* comm) {
 COLL_EXPORT collResult_t collCommDestroy(collComm_t comm) {
   return guarded(nullptr, "collCommDestroy", [&] {
     collComm& c = liveComm(comm);
-    unregisterHandle(comm);
+    // Another thread's destroy or abort may have passed the check too: the one whose
+    // unregistration removed the handle frees it.
+    if (!unregisterHandle(comm))
+      COLL_THROW(collInvalidUsage, "comm is being destroyed or aborted by another thread");
     std::unique_ptr<collComm> owned(&c);
 #if COLL_HAVE_CUDA
     owned->streams.reset();  // finishes the device ops already issued (up to the timeout)
@@ -224,7 +227,8 @@ COLL_EXPORT collResult_t collCommDestroy(collComm_t comm) {
 COLL_EXPORT collResult_t collCommAbort(collComm_t comm) {
   return guarded(nullptr, "collCommAbort", [&] {
     collComm& c = liveComm(comm);
-    unregisterHandle(comm);
+    if (!unregisterHandle(comm))  // as in collCommDestroy
+      COLL_THROW(collInvalidUsage, "comm is being destroyed or aborted by another thread");
     std::unique_ptr<collComm> owned(&c);
 #if COLL_HAVE_CUDA
     if (owned->streams) owned->streams->abort();  // fails queued device ops at once

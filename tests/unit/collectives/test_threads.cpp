@@ -180,6 +180,34 @@ TEST(Threads, DestroyWhileAnotherThreadIsBlocked) {
   });
 }
 
+// Two threads tearing one communicator down at once (a watchdog's collCommAbort racing
+// the main thread's collCommDestroy): one does it, the other gets collInvalidUsage. Both
+// used to pass the liveness check and free it twice.
+TEST(Threads, DestroyAndAbortRacingOnOneComm) {
+  for (int i = 0; i < 40; ++i) {
+    Job job(1);
+    ASSERT_TRUE(job.ok());
+    collComm_t c = job.comm(0);
+    job.forget(0);
+    std::atomic<int> ready{0};
+    collResult_t rd = collSuccess, ra = collSuccess;
+    auto go = [&] {
+      ready.fetch_add(1);
+      while (ready.load() < 2) {
+      }
+    };
+    std::thread destroyer([&] {
+      go();
+      rd = collCommDestroy(c);
+    });
+    go();
+    ra = collCommAbort(c);
+    destroyer.join();
+    ASSERT_TRUE((rd == collSuccess && ra == collInvalidUsage) || (ra == collSuccess && rd == collInvalidUsage))
+        << "iteration " << i << ": destroy " << rd << ", abort " << ra;
+  }
+}
+
 // Destroying a communicator with nonblocking requests outstanding: they finish (the peers
 // take part) and can be waited for afterwards.
 TEST(Threads, DestroyWithOutstandingRequests) {

@@ -5,6 +5,7 @@
 // reports (result hashes) over another.
 #pragma once
 
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,6 +74,15 @@ inline std::vector<ProcResult> runProcs(const std::vector<std::string>& hostOfRa
       for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
       if (static_cast<size_t>(r) < rankEnv.size())
         for (const auto& [k, v] : rankEnv[r]) setenv(k.c_str(), v.c_str(), 1);
+      // TEST_PIN_CPU=c pins the rank to CPU c (modulo the CPUs there are) before it joins,
+      // so that its placement (ring order inside its host, leader choice) follows.
+      if (const char* pin = getenv("TEST_PIN_CPU")) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        CPU_SET(static_cast<int>(atol(pin) % (ncpu > 0 ? ncpu : 1)), &set);
+        if (sched_setaffinity(0, sizeof set, &set) != 0) fprintf(stderr, "rank %d: could not pin\n", r);
+      }
       collComm_t comm = nullptr;
       int fails = 100;
       if (collCommInitRank(&comm, n, id, r) == collSuccess) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "core/error.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
 
@@ -13,14 +14,19 @@ namespace coll {
 COLL_PARAM(kChunkBytes, "COLL_CHUNK_BYTES", "512K", "pipeline chunk of ring/chain algorithms");
 COLL_PARAM(kDepth, "COLL_PIPELINE_DEPTH", "4", "chunks in flight per direction in pipelined algorithms");
 
+// Out-of-range values are refused rather than moved into range: a user who asked for a
+// depth of 1000 or 16-byte chunks would otherwise measure something they did not ask for.
 size_t pipelineChunkBytes(const Config& cfg) {
-  size_t c = cfg.getSize(kChunkBytes);
-  return c < 64 ? 64 : c;
+  const size_t c = cfg.getSize(kChunkBytes);
+  COLL_CHECK_ARG(c >= 64 && c <= (size_t{1} << 30), "COLL_CHUNK_BYTES must lie in [64, 1G] bytes (got '",
+                 cfg.getStr(kChunkBytes), "')");
+  return c;
 }
 
 int pipelineDepth(const Config& cfg) {
-  int64_t d = cfg.getInt(kDepth);
-  return static_cast<int>(std::clamp<int64_t>(d, 1, 64));
+  const int64_t d = cfg.getInt(kDepth);
+  COLL_CHECK_ARG(d >= 1 && d <= 64, "COLL_PIPELINE_DEPTH must lie in [1, 64] (got '", cfg.getStr(kDepth), "')");
+  return static_cast<int>(d);
 }
 
 size_t pipelineChunkBytes(const Comm& comm) { return comm.hot().chunkBytes; }

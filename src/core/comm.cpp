@@ -65,7 +65,6 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks)
   c->id_ = id;
   c->cfg_ = Config::fromEnv();
   c->timeoutSec_ = static_cast<double>(c->cfg_.getInt(kTimeout));
-  c->hot_ = hotParamsFrom(c->cfg_);
   COLL_CHECK_ARG(c->timeoutSec_ > 0, "COLL_TIMEOUT must be positive (got ", c->timeoutSec_, ")");
   // Waits run twice the timeout through std::chrono in nanoseconds: much beyond 1e9 s that
   // overflows, and every wait returned at once as timed out (Deadline caps there too).
@@ -73,9 +72,10 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks)
                  c->cfg_.getStr(kTimeout), ")");
   c->boot_ = Bootstrap::connect(id, rank, nranks, c->timeoutSec_);
   try {
-    // After joining the rendezvous, so that a rank whose COLL_ALGO or tuner plugin fails
-    // (a plugin missing on one host) tells the others instead of leaving them waiting
+    // After joining the rendezvous, so that a rank whose tunables, COLL_ALGO or tuner
+    // plugin fail (a plugin missing on one host) tells the others instead of leaving them waiting
     // for it until COLL_TIMEOUT.
+    c->hot_ = hotParamsFrom(c->cfg_);
     c->selector_ = std::make_unique<Selector>(c->cfg_);
     checkConfigAgrees(*c->boot_, c->cfg_);
     c->discoverTopology();

@@ -302,4 +302,31 @@ TEST(Errors, TimeoutTooLargeIsRefused) {
   }
 }
 
+// Pipeline chunk and depth out of range were moved into range without a word (a depth of
+// 1000 ran as 64, 16-byte chunks as 64): now they are refused, naming the value.
+TEST(Errors, PipelineChunkAndDepthOutOfRangeAreRefused) {
+  const std::pair<const char*, const char*> bad[] = {{"COLL_PIPELINE_DEPTH", "0"},
+                                                     {"COLL_PIPELINE_DEPTH", "1000"},
+                                                     {"COLL_CHUNK_BYTES", "16"},
+                                                     {"COLL_CHUNK_BYTES", "2G"}};
+  for (const auto& [var, value] : bad) {
+    ScopedEnv env(var, value);
+    collUniqueId id;
+    ASSERT_EQ(collGetUniqueId(&id), collSuccess);
+    collComm_t c = nullptr;
+    EXPECT_EQ(collCommInitRank(&c, 1, id, 0), collInvalidArgument) << var << "=" << value;
+    EXPECT_TRUE(mentions(collGetLastError(nullptr), var)) << collGetLastError(nullptr);
+    EXPECT_TRUE(mentions(collGetLastError(nullptr), value)) << collGetLastError(nullptr);
+    if (c) collCommDestroy(c);
+  }
+  ScopedEnv depth("COLL_PIPELINE_DEPTH", "64"), chunk("COLL_CHUNK_BYTES", "64");
+  Job job(2);
+  ASSERT_TRUE(job.ok());
+  job.run([&](int r, collComm_t comm) {
+    std::vector<int32_t> v(1000, r + 1);
+    ASSERT_EQ(collAllReduce(v.data(), v.data(), v.size(), collInt32, collSum, comm, nullptr), collSuccess);
+    for (int32_t x : v) ASSERT_EQ(x, 3);
+  });
+}
+
 }  // namespace

@@ -1,6 +1,7 @@
 // One negotiation round (see engine.hpp for the protocol).
 #include <algorithm>
 #include <cstring>
+#include <unordered_set>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -13,7 +14,16 @@ namespace coll::engine {
 // next full negotiation. A request that contradicts its cache entry invalidates the
 // slot on every rank, so both versions meet in the negotiation and fail there by name.
 void Engine::intake(double nowS) {
-  for (auto& e : queue_.drain()) {
+  auto fresh = queue_.drain();
+  // The negotiation holds a group's members until all of them are decided, so a group
+  // takes one path: if any member misses the cache (full, or its request changed), the
+  // members that hit are invalidated too and every rank negotiates the whole group.
+  // (A grouped call's members are queued, and so drained, together.)
+  std::unordered_set<std::string> groupsMissing;
+  for (const auto& e : fresh)
+    if (!e->meta.group.empty() && cache_.lookup(e->meta).kind != ResponseCache::Kind::Hit)
+      groupsMissing.insert(e->meta.group);
+  for (auto& e : fresh) {
     e->drained = Clock::now();
     if (timeline_)
       timeline_->span(e->meta.name, "queue", opTypeName(e->meta.op), e->submitted, e->drained);
@@ -23,11 +33,13 @@ void Engine::intake(double nowS) {
       continue;
     }
     auto look = cache_.lookup(e->meta);
-    if (look.kind == ResponseCache::Kind::Hit && !cachedPending_.count(look.slot)) {
+    bool wholeGroup = e->meta.group.empty() || !groupsMissing.count(e->meta.group);
+    if (look.kind == ResponseCache::Kind::Hit && wholeGroup && !cachedPending_.count(look.slot)) {
       cachedPending_[look.slot] = std::move(e);
       continue;
     }
-    if (look.kind == ResponseCache::Kind::Mismatch) invalidate_.push_back(look.slot);
+    if (look.kind == ResponseCache::Kind::Mismatch || (look.kind == ResponseCache::Kind::Hit && !wholeGroup))
+      invalidate_.push_back(look.slot);
     uncached_.push_back(std::move(e));
   }
   // A cache hit that waits long for other ranks goes to the full negotiation, where the

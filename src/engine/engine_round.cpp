@@ -67,10 +67,11 @@ LocalControl Engine::buildControl(double) {
       lc.slots[s] = kSlotPending;
       lc.held[s] = true;
     } else if (joined_ && cache_.occupied(s)) {
-      // A joined rank stands in with zeros for any allreduce; anything else cannot run
-      // while it is joined, so those entries go back to the full negotiation (which
-      // reports the error by name).
-      bool ar = cache_.response(s).meta.op == OpType::Allreduce;
+      // A joined rank stands in with zeros for any Sum or Average allreduce; anything
+      // else (zeros would change a Min, Max or Product) cannot run while it is joined, so
+      // those entries go back to the full negotiation (which reports the error by name).
+      const RequestMeta& m = cache_.response(s).meta;
+      bool ar = m.op == OpType::Allreduce && (m.redOp == collSum || m.redOp == collAvg);
       lc.slots[s] = ar ? kSlotPending : kSlotInvalid;
     }
   }

@@ -323,6 +323,40 @@ TEST(Engine, JoinedRankContributesZeros) {
   });
 }
 
+// Zeros from a joined rank would change a Min, Max or Product, so the negotiation refuses
+// those. A cached one used to run anyway: the joined rank stood in for every cached
+// allreduce, and Max over {-5, -5, 0} gave 0.
+TEST(Engine, JoinedRankRefusesCachedMaxAllreduce) {
+  const int ranks = 3;
+  auto world = FakeWorld::create(ranks);
+  runRanks(ranks, [&](int r) {
+    Engine eng(world->member(r), testParams(), nullptr, 0);
+    std::vector<float> a(6, -5), out(6);
+    submit(eng, arEntry("m", a.data(), out.data(), 6, collMax))->wait();  // cached
+    EXPECT_EQ(out[0], -5.0f);
+    auto e = std::make_unique<Entry>();
+    e->meta.name = "__join";
+    e->meta.op = OpType::Join;
+    e->handle = std::make_shared<collective::hvd::detail::HandleState>(1, 30.0);
+    HandlePtr join = e->handle;
+    if (r == 2) {
+      eng.submit(std::move(e));
+      join->wait();
+      return;
+    }
+    std::fill(out.begin(), out.end(), 7.0f);
+    try {
+      submit(eng, arEntry("m", a.data(), out.data(), 6, collMax))->wait();
+      ADD_FAILURE() << "rank " << r << ": Max ran with a joined rank and gave " << out[0];
+    } catch (const Error& err) {
+      EXPECT_EQ(err.code(), collInvalidUsage);
+      EXPECT_NE(std::string(err.what()).find("rank 2 joined"), std::string::npos) << err.what();
+    }
+    eng.submit(std::move(e));
+    join->wait();
+  });
+}
+
 TEST(Engine, GroupedMembersCompleteTogether) {
   const int ranks = 2;
   auto world = FakeWorld::create(ranks);

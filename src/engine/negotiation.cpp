@@ -1,6 +1,8 @@
 #include "engine/negotiation.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <sstream>
@@ -13,13 +15,24 @@ namespace {
 
 using Field = std::pair<const char*, std::function<std::string(const RequestMeta&)>>;
 
+// Fields are compared as text, so the text must tell every distinct value apart
+// (std::to_string keeps six decimals: 1e-7 and 2e-7 both read 0.000000). The shortest of
+// %.15g / %.17g that reads back as the same double keeps messages readable.
+std::string exactString(double v) {
+  char buf[40];
+  snprintf(buf, sizeof(buf), "%.15g", v);
+  if (std::strtod(buf, nullptr) != v && v == v) snprintf(buf, sizeof(buf), "%.17g", v);
+  return buf;
+}
+
 std::string compressionString(const CompressionSpec& c) {
   std::ostringstream os;
   os << compressKindName(c.kind);
   if (c.kind == CompressKind::Int8)
     os << "(block=" << c.blockSize << "," << (c.stochastic ? "stochastic" : "nearest") << ",ef="
        << c.errorFeedback << ")";
-  if (c.kind == CompressKind::TopK) os << "(density=" << c.density << ",ef=" << c.errorFeedback << ")";
+  if (c.kind == CompressKind::TopK)
+    os << "(density=" << exactString(c.density) << ",ef=" << c.errorFeedback << ")";
   return os.str();
 }
 
@@ -49,8 +62,8 @@ std::vector<Field> agreedFields(OpType op) {
   }
   if (op == OpType::Allreduce || op == OpType::Reducescatter) {
     f.push_back({"reduce op", [](const RequestMeta& m) { return std::string(opName(m.redOp)); }});
-    f.push_back({"prescale", [](const RequestMeta& m) { return std::to_string(m.prescale); }});
-    f.push_back({"postscale", [](const RequestMeta& m) { return std::to_string(m.postscale); }});
+    f.push_back({"prescale", [](const RequestMeta& m) { return exactString(m.prescale); }});
+    f.push_back({"postscale", [](const RequestMeta& m) { return exactString(m.postscale); }});
   }
   if (op == OpType::Allreduce)
     f.push_back({"compression", [](const RequestMeta& m) { return compressionString(m.compression); }});

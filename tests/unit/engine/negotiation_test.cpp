@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "engine/negotiation.hpp"
@@ -102,6 +103,47 @@ TEST(Negotiation, TypeAndOpMismatches) {
   r = n.takeReady();
   ASSERT_EQ(r.size(), 1u);
   EXPECT_NE(r[0].errorMessage.find("operation"), std::string::npos) << r[0].errorMessage;
+}
+
+// Scale factors (and top-k density) used to be compared as text with six digits: ranks asking
+// for 1e-7 and 2e-7 passed as agreeing, and every rank silently used rank 0's factor.
+TEST(Negotiation, ScaleFactorsAndDensityMustAgreeExactly) {
+  Negotiator n(2);
+  RequestMeta a = ar("p"), b = ar("p");
+  a.prescale = 1e-7;
+  b.prescale = 2e-7;
+  n.addRound({{a}, {b}}, 0);
+  auto r = n.takeReady();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].error);
+  EXPECT_NE(r[0].errorMessage.find("mismatched prescale across ranks: rank 0 submitted 1e-07; rank 1 submitted 2e-07"),
+            std::string::npos) << r[0].errorMessage;
+  a = ar("q");
+  b = ar("q");
+  a.postscale = 0.1;
+  b.postscale = std::nextafter(0.1, 1.0);  // differs only in the 17th digit
+  n.addRound({{a}, {b}}, 0);
+  r = n.takeReady();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].error);
+  EXPECT_NE(r[0].errorMessage.find("postscale"), std::string::npos) << r[0].errorMessage;
+  a = ar("d");
+  b = ar("d");
+  a.compression.kind = b.compression.kind = CompressKind::TopK;
+  a.compression.density = 0.01;
+  b.compression.density = 0.01000001;  // six digits read 0.01 for both
+  n.addRound({{a}, {b}}, 0);
+  r = n.takeReady();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].error);
+  EXPECT_NE(r[0].errorMessage.find("compression"), std::string::npos) << r[0].errorMessage;
+  a = ar("s");
+  b = ar("s");
+  a.prescale = b.prescale = 0.1;
+  n.addRound({{a}, {b}}, 0);
+  r = n.takeReady();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_FALSE(r[0].error) << r[0].errorMessage;
 }
 
 TEST(Negotiation, AllgatherFirstDimensionMayDiffer) {

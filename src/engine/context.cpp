@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -23,9 +24,23 @@ ContextImpl::ContextImpl(std::unique_ptr<Collectives> global, const coll::Config
   coll::engine::checkWaitSeconds(kSyncTimeout, syncTimeout_);
   rank_ = global->rank();
   size_ = global->size();
-  findHostLayout(*global);
+  // A rank that cannot open its timeline must not leave the others with engines that
+  // wait for it in every round: whether each rank succeeded travels with the host names,
+  // and then every rank fails or none does.
   std::string path = coll::engine::Timeline::pathForRank(cfg.getStr(kTimeline), rank_);
-  if (!path.empty()) timeline_ = std::make_unique<coll::engine::Timeline>(path, rank_);
+  std::exception_ptr timelineError;
+  if (!path.empty()) {
+    try {
+      timeline_ = std::make_unique<coll::engine::Timeline>(path, rank_);
+    } catch (const coll::Error&) {
+      timelineError = std::current_exception();
+    }
+  }
+  int failedRank = findHostLayout(*global, timelineError != nullptr);
+  if (timelineError) std::rethrow_exception(timelineError);
+  if (failedRank >= 0)
+    COLL_THROW(collSystemError, "COLL_TIMELINE: rank ", failedRank,
+               " cannot open its timeline file (its error says why); no rank starts the engine");
   Set world;
   for (int r = 0; r < size_; ++r) world.ranks.push_back(r);
   world.engine = std::make_unique<Engine>(std::move(global), params_, timeline_.get(), 0);
@@ -41,14 +56,19 @@ ContextImpl::~ContextImpl() {
 }
 
 // Ranks on one host share a host name. local_rank orders them by global rank; cross
-// ranks are the ranks with the same local_rank on the other hosts.
-void ContextImpl::findHostLayout(Collectives& global) {
-  constexpr size_t kName = 64;
-  char mine[kName] = {0};
+// ranks are the ranks with the same local_rank on the other hosts. Each rank's entry also
+// says whether it failed to set up; returns the lowest such rank, or -1.
+int ContextImpl::findHostLayout(Collectives& global, bool iFailed) {
+  constexpr size_t kName = 64, kEntry = kName + 1;
+  char mine[kEntry] = {0};
   gethostname(mine, kName - 1);
-  std::vector<char> all(kName * size_);
-  global.allgather(mine, all.data(), kName, collUint8);
-  auto host = [&](int r) { return std::string(all.data() + r * kName, strnlen(all.data() + r * kName, kName)); };
+  mine[kName] = iFailed ? 1 : 0;
+  std::vector<char> all(kEntry * size_);
+  global.allgather(mine, all.data(), kEntry, collUint8);
+  int failedRank = -1;
+  for (int r = size_ - 1; r >= 0; --r)
+    if (all[r * kEntry + kName]) failedRank = r;
+  auto host = [&](int r) { return std::string(all.data() + r * kEntry, strnlen(all.data() + r * kEntry, kName)); };
   std::vector<int> localRankOf(size_, 0);
   localSize_ = 0;
   for (int r = 0; r < size_; ++r) {
@@ -63,6 +83,7 @@ void ContextImpl::findHostLayout(Collectives& global) {
     if (r < rank_) ++crossRank_;
     ++crossSize_;
   }
+  return failedRank;
 }
 
 void ContextImpl::shutdown() {

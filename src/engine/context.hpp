@@ -60,7 +60,7 @@ class ContextImpl {
   std::unique_ptr<coll::engine::Entry> makeEntry(coll::engine::OpType op, const Tensor& in,
                                                  const std::string& name, const char* what);
   std::shared_ptr<detail::HandleState> newHandle(int parts) const;
-  void findHostLayout(coll::engine::Collectives& global);
+  int findHostLayout(coll::engine::Collectives& global, bool iFailed);
 
   coll::engine::EngineParams params_;
   double syncTimeout_ = 0;

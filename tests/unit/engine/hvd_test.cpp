@@ -408,6 +408,29 @@ TEST(Hvd, CompressionAndTimeline) {
   }
 }
 
+// Without %r only rank 0 writes the timeline. When it could not open the file, rank 0's
+// context failed but rank 1 got one whose engine waited for rank 0 in every round: its
+// calls ran into COLL_SYNCHRONIZE_TIMEOUT and its shutdown into COLL_TIMEOUT. Now every
+// rank's context creation fails, naming the rank and the reason.
+TEST(Hvd, UnwritableTimelineFailsContextOnEveryRank) {
+  ScopedEnv tl("COLL_TIMELINE", "/nonexistent-coll-dir/timeline.json");
+  ScopedEnv sync("COLL_SYNCHRONIZE_TIMEOUT", "2");  // bounds the test without the fix
+  ScopedEnv down("COLL_SHUTDOWN_TIMEOUT", "1");
+  ScopedEnv wait("COLL_TIMEOUT", "3");
+  withComms(2, [&](int r, collComm_t comm) {
+    try {
+      auto ctx = hvd::Context::from_comm(comm);
+      std::vector<float> a(4, 1), o(4);
+      ctx->allreduce_async(view(a), view(o), "x").wait();
+      ADD_FAILURE() << "rank " << r << ": the context works without rank 0's timeline";
+    } catch (const hvd::Error& e) {
+      EXPECT_EQ(e.code(), collSystemError) << "rank " << r << ": " << e.what();
+      std::string want = r == 0 ? "cannot open '/nonexistent-coll-dir/timeline.json'" : "rank 0 cannot open its timeline";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << "rank " << r << ": " << e.what();
+    }
+  });
+}
+
 // Error feedback keeps a residual per tensor name. An unnamed tensor is named anew at
 // every call, so its residual was never used again and piled up (n floats per call,
 // never freed): refused.

@@ -51,6 +51,18 @@ void checkTensor(const Tensor& t, const std::string& name, const char* which) {
                                                   t.device.index, "; the engine handles host tensors only"));
 }
 
+// The collectives work in place only when output and input are the same buffer. A partial
+// overlap was refused by the collective on the engine's thread, which stopped the engine
+// for every later call (and left ranks without the overlap waiting in that collective).
+void checkOverlap(const Tensor& in, const Tensor& out, const std::string& name) {
+  if (in.data == out.data) return;
+  auto a = reinterpret_cast<uintptr_t>(in.data), b = reinterpret_cast<uintptr_t>(out.data);
+  size_t an = in.byte_size(), bn = out.byte_size();
+  if (an && bn && a < b + bn && b < a + an)
+    throw Error(collInvalidArgument, coll::strCat("tensor '", name, "': output overlaps input without being the "
+                                                  "same buffer (in place needs output.data == input.data)"));
+}
+
 void checkScales(const Tensor& t, const std::string& name, double pre, double post) {
   if ((pre != 1.0 || post != 1.0) && !coll::isFloatType(t.dtype))
     throw Error(collInvalidArgument, coll::strCat("tensor '", name, "': prescale ", pre, " / postscale ",
@@ -135,6 +147,7 @@ Handle ContextImpl::groupedAllreduce(const std::vector<Tensor>& in, const std::v
       throw Error(collInvalidArgument, coll::strCat("tensor '", n, "': output (", coll::typeName(out[i].dtype), " ",
                                                     coll::engine::shapeString(out[i].shape), ") does not match input (",
                                                     coll::typeName(in[i].dtype), " ", coll::engine::shapeString(in[i].shape), ")"));
+    checkOverlap(in[i], out[i], n);
     checkScales(in[i], n, o.prescale_factor, o.postscale_factor);
     e->meta.redOp = toRedOp(o.op);
     e->meta.prescale = o.prescale_factor;
@@ -177,6 +190,7 @@ Handle ContextImpl::broadcast(const Tensor& in, const Tensor& out, int root, con
   checkTensor(out, e->meta.name, "output");
   if (out.dtype != in.dtype || out.num_elements() != in.num_elements())
     throw Error(collInvalidArgument, coll::strCat("tensor '", e->meta.name, "': broadcast output does not match input"));
+  checkOverlap(in, out, e->meta.name);
   if (root < 0 || root >= engine.size())
     throw Error(collInvalidArgument, coll::strCat("tensor '", e->meta.name, "': root_rank ", root,
                                                   " is outside [0, ", engine.size(), ")"));

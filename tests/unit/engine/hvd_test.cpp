@@ -178,6 +178,28 @@ TEST(Hvd, ShapeTooLargeIsInvalidArgument) {
   });
 }
 
+// Output and input may be the same buffer (in place) or apart. A partial overlap reached
+// the collective on the engine's thread, whose refusal stopped the engine on that rank:
+// every later call there failed, and ranks without the overlap waited in the collective.
+TEST(Hvd, PartlyOverlappingOutputIsInvalidArgument) {
+  withComms(2, [&](int r, collComm_t comm) {
+    auto ctx = hvd::Context::from_comm(comm);
+    std::vector<float> a(101, 1), o(100);
+    hvd::Tensor in{a.data(), collFloat32, {100}}, shifted{a.data() + 1, collFloat32, {100}};
+    try {
+      ctx->allreduce_async(in, shifted, "ov", {.op = hvd::ReduceOp::Sum}).wait();
+      ADD_FAILURE() << "rank " << r << ": partly overlapping allreduce accepted";
+    } catch (const hvd::Error& e) {
+      EXPECT_EQ(e.code(), collInvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("output overlaps input"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(ctx->broadcast_async(in, shifted, 0, "bov"), hvd::Error);
+    // The engine still serves later calls, in place included.
+    ctx->allreduce_async(in, in, "fine", {.op = hvd::ReduceOp::Sum}).wait();
+    EXPECT_EQ(a[99], 2.0f);
+  });
+}
+
 // Splits are summed with a bound: {INT64_MAX, INT64_MAX, 4} used to wrap to 2 and pass
 // for a first dimension of 2.
 TEST(Hvd, BadAlltoallSplitsAreInvalidArgument) {

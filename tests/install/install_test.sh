@@ -79,7 +79,9 @@ for std in c99 c11; do
   if $CC -std=$std "${warn[@]}" $cflags "$src/tests/install/consumer.c" -o "$tmp/c_$std" $libs \
       >"$tmp/c_$std.log" 2>&1; then
     LD_LIBRARY_PATH="$libdir" "$tmp/c_$std" || bad "the $std consumer failed"
-    LD_LIBRARY_PATH="$libdir" ldd "$tmp/c_$std" | grep -q "$libdir/libcollective.so" ||
+    # grep reads all of ldd's output (no -q): stopping early could end ldd with SIGPIPE,
+    # which pipefail reports as a failure of the pipeline.
+    LD_LIBRARY_PATH="$libdir" ldd "$tmp/c_$std" | grep "$libdir/libcollective.so" >/dev/null ||
       bad "the $std consumer did not load libcollective from $libdir"
   else
     bad "the C consumer does not build as $std"; cat "$tmp/c_$std.log"
@@ -119,7 +121,7 @@ fi
 # The shared library: a soname, and no symbols beyond the C API (coll*) and the C++ API
 # (collective::...).
 so=$(readlink -f "$libdir/libcollective.so")
-readelf -d "$so" | grep -q 'SONAME.*libcollective\.so\.' || bad "$so has no soname"
+readelf -d "$so" | grep 'SONAME.*libcollective\.so\.' >/dev/null || bad "$so has no soname"
 leaked=$(nm -D --defined-only "$so" | awk '{print $3}' | c++filt |
   grep -Ev '^coll[A-Z][A-Za-z]*$|^(typeinfo for |typeinfo name for |vtable for )?collective::' |
   cut -c 1-160 | head -n 5)
@@ -130,7 +132,7 @@ for i in "${!pids[@]}"; do
 done
 if wait $cxx17; then
   bad "the C++ consumer compiled as C++17: the headers no longer need C++20 (update this test and doc/usage.md)"
-elif ! grep -m 1 'error' "$tmp/cxx17.log" | grep -q 'needs C++20'; then
+elif ! grep -m 1 'error' "$tmp/cxx17.log" | grep 'needs C++20' >/dev/null; then
   bad "as C++17 the C++ headers fail without first saying that they need C++20:"; head -n 5 "$tmp/cxx17.log"
 fi
 [ $fail -eq 0 ] && echo "install test: OK"

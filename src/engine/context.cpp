@@ -110,13 +110,13 @@ const ContextImpl::Set& ContextImpl::setFor(ProcessSet ps) const {
   return it->second;
 }
 
-Engine& ContextImpl::engineFor(ProcessSet ps, const std::string& what) const {
+std::shared_ptr<Engine> ContextImpl::engineFor(ProcessSet ps, const std::string& what) const {
   std::lock_guard<std::mutex> lk(mu_);
   const Set& s = setFor(ps);
   if (!s.engine)
     throw Error(collInvalidUsage, coll::strCat(what, ": rank ", rank_, " is not a member of process set ",
                                                ps.id()));
-  return *s.engine;
+  return s.engine;
 }
 
 ProcessSet ContextImpl::addProcessSet(const std::vector<int>& ranksIn) {
@@ -135,7 +135,7 @@ ProcessSet ContextImpl::addProcessSet(const std::vector<int>& ranksIn) {
   auto h = newHandle(1);
   e->handle = h;
   try {
-    engineFor(ProcessSet{0}, "add_process_set").submit(std::move(e));
+    engineFor(ProcessSet{0}, "add_process_set")->submit(std::move(e));
   } catch (const coll::Error& err) {
     throw Error(err.code(), err.what());
   }
@@ -152,7 +152,7 @@ ProcessSet ContextImpl::addProcessSet(const std::vector<int>& ranksIn) {
 
 void ContextImpl::removeProcessSet(ProcessSet ps) {
   if (ps.id() == 0) throw Error(collInvalidArgument, "remove_process_set: the global process set cannot be removed");
-  std::unique_ptr<Engine> engine;
+  std::shared_ptr<Engine> engine;
   {
     std::lock_guard<std::mutex> lk(mu_);
     setFor(ps);
@@ -173,10 +173,10 @@ int ContextImpl::processSetRank(ProcessSet ps) const {
   return s.engine ? s.engine->rank() : -1;
 }
 
-Stats ContextImpl::stats(ProcessSet ps) const { return engineFor(ps, "stats").stats(); }
+Stats ContextImpl::stats(ProcessSet ps) const { return engineFor(ps, "stats")->stats(); }
 
 std::vector<std::string> ContextImpl::stallReports(ProcessSet ps) const {
-  return engineFor(ps, "stall reports").stallReports();
+  return engineFor(ps, "stall reports")->stallReports();
 }
 
 std::shared_ptr<detail::HandleState> ContextImpl::newHandle(int parts) const {

@@ -53,9 +53,11 @@ class ContextImpl {
  private:
   struct Set {
     std::vector<int> ranks;                        // global ranks, ascending
-    std::unique_ptr<coll::engine::Engine> engine;  // null when this rank is not a member
+    // Null when this rank is not a member. Shared: a call that is submitting keeps the
+    // engine alive while another thread removes the set or shuts the context down.
+    std::shared_ptr<coll::engine::Engine> engine;
   };
-  coll::engine::Engine& engineFor(ProcessSet ps, const std::string& what) const;
+  std::shared_ptr<coll::engine::Engine> engineFor(ProcessSet ps, const std::string& what) const;
   const Set& setFor(ProcessSet ps) const;
   std::unique_ptr<coll::engine::Entry> makeEntry(coll::engine::OpType op, const Tensor& in,
                                                  const std::string& name, const char* what);

@@ -134,7 +134,8 @@ Handle ContextImpl::groupedAllreduce(const std::vector<Tensor>& in, const std::v
   if (in.size() != out.size() || in.empty())
     throw Error(collInvalidArgument, coll::strCat("allreduce '", name, "': ", in.size(), " inputs and ",
                                                   out.size(), " outputs"));
-  auto& engine = engineFor(o.process_set, "allreduce '" + name + "'");
+  const auto held = engineFor(o.process_set, "allreduce '" + name + "'");
+  auto& engine = *held;
   bool grouped = in.size() > 1;
   std::string base = name.empty() ? coll::strCat("allreduce.noname.", unnamed_++) : name;
   auto handle = newHandle(static_cast<int>(in.size()));
@@ -176,7 +177,8 @@ Handle ContextImpl::groupedAllreduce(const std::vector<Tensor>& in, const std::v
 }
 
 Handle ContextImpl::allgather(const Tensor& in, const std::string& name, const CollectiveOptions& o) {
-  auto& engine = engineFor(o.process_set, "allgather '" + name + "'");
+  const auto held = engineFor(o.process_set, "allgather '" + name + "'");
+  auto& engine = *held;
   auto e = makeEntry(OpType::Allgather, in, name, "allgather");
   if (e->meta.shape.empty()) e->meta.shape = {1};
   e->allocate = o.allocate;
@@ -185,7 +187,8 @@ Handle ContextImpl::allgather(const Tensor& in, const std::string& name, const C
 
 Handle ContextImpl::broadcast(const Tensor& in, const Tensor& out, int root, const std::string& name,
                               const CollectiveOptions& o) {
-  auto& engine = engineFor(o.process_set, "broadcast '" + name + "'");
+  const auto held = engineFor(o.process_set, "broadcast '" + name + "'");
+  auto& engine = *held;
   auto e = makeEntry(OpType::Broadcast, in, name, "broadcast");
   checkTensor(out, e->meta.name, "output");
   if (out.dtype != in.dtype || out.num_elements() != in.num_elements())
@@ -201,7 +204,8 @@ Handle ContextImpl::broadcast(const Tensor& in, const Tensor& out, int root, con
 
 Handle ContextImpl::alltoall(const Tensor& in, const std::vector<int64_t>& splitsIn,
                              const std::string& name, const CollectiveOptions& o) {
-  auto& engine = engineFor(o.process_set, "alltoall '" + name + "'");
+  const auto held = engineFor(o.process_set, "alltoall '" + name + "'");
+  auto& engine = *held;
   auto e = makeEntry(OpType::Alltoall, in, name, "alltoall");
   const int n = engine.size();
   if (in.shape.empty())
@@ -234,7 +238,8 @@ Handle ContextImpl::alltoall(const Tensor& in, const std::vector<int64_t>& split
 }
 
 Handle ContextImpl::reducescatter(const Tensor& in, const std::string& name, const ReducescatterOptions& o) {
-  auto& engine = engineFor(o.process_set, "reducescatter '" + name + "'");
+  const auto held = engineFor(o.process_set, "reducescatter '" + name + "'");
+  auto& engine = *held;
   auto e = makeEntry(OpType::Reducescatter, in, name, "reducescatter");
   if (e->meta.shape.empty()) e->meta.shape = {1};
   checkScales(in, e->meta.name, o.prescale_factor, o.postscale_factor);
@@ -246,7 +251,8 @@ Handle ContextImpl::reducescatter(const Tensor& in, const std::string& name, con
 }
 
 void ContextImpl::barrier(ProcessSet ps) {
-  auto& engine = engineFor(ps, "barrier");
+  const auto held = engineFor(ps, "barrier");
+  auto& engine = *held;
   auto e = std::make_unique<Entry>();
   e->meta.name = "__barrier";
   e->meta.op = OpType::Barrier;
@@ -256,7 +262,8 @@ void ContextImpl::barrier(ProcessSet ps) {
 }
 
 int ContextImpl::join(ProcessSet ps) {
-  auto& engine = engineFor(ps, "join");
+  const auto held = engineFor(ps, "join");
+  auto& engine = *held;
   auto e = std::make_unique<Entry>();
   e->meta.name = "__join";
   e->meta.op = OpType::Join;

@@ -62,56 +62,12 @@ void expectForced(collComm_t handle, const char* algo) {
   }
 }
 
-// One rank's side of the test: every collective for one (type, count, op), then large
-// float buffers. Returns false after a failed call (the ranks are then out of step).
-class RankChecks {
+// One rank's side of the test: every collective for one (type, count, op) (RankCalls),
+// then large float buffers.
+class RankChecks : public RankCalls {
  public:
   RankChecks(int r, int n, collComm_t comm, Failures& fails, std::vector<uint64_t>& hashes)
-      : r_(r), n_(n), comm_(comm), fails_(fails), hashes_(hashes) {}
-
-  bool reductions(collDataType_t dt, size_t count, collRedOp_t op) {
-    const bool inPlace = ++seed_ % 2 == 0;
-    const size_t bytes = count * collTypeSize(dt);
-    std::vector<char> in(bytes * n_ + 1), out(bytes * n_ + 1);
-    fillRank(in.data(), 0, count, dt, op, seed_, r_);
-    void* dst = inPlace ? in.data() : out.data();
-    if (!ok("allreduce", collAllReduce(in.data(), dst, count, dt, op, comm_, nullptr), dt, op, count)) return false;
-    check("allreduce", dst, 0, count, dt, op, inPlace);
-    hashes_.push_back(hashBytes(dst, bytes));
-    const int root = static_cast<int>((seed_ + count) % n_);
-    fillRank(in.data(), 0, count, dt, op, seed_, r_);
-    if (!ok("reduce", collReduce(in.data(), dst, count, dt, op, root, comm_, nullptr), dt, op, count)) return false;
-    if (r_ == root) check("reduce", dst, 0, count, dt, op, inPlace);
-    fillRank(in.data(), 0, count * n_, dt, op, seed_, r_);
-    void* rsDst = inPlace ? in.data() + r_ * bytes : out.data();
-    if (!ok("reducescatter", collReduceScatter(in.data(), rsDst, count, dt, op, comm_, nullptr), dt, op, count))
-      return false;
-    check("reducescatter", rsDst, r_ * count, count, dt, op, inPlace);
-    return op != collSum || movement(dt, count, inPlace, root);
-  }
-
-  // All-gather and broadcast, checked exactly.
-  bool movement(collDataType_t dt, size_t count, bool inPlace, int root) {
-    const size_t bytes = count * collTypeSize(dt);
-    std::vector<char> mine(bytes), out(bytes * n_ + 1), bc(bytes + 1);
-    fillRank(mine.data(), 0, count, dt, collSum, seed_, r_);
-    if (inPlace) memcpy(out.data() + r_ * bytes, mine.data(), bytes);
-    const void* src = inPlace ? out.data() + r_ * bytes : mine.data();
-    if (!ok("allgather", collAllGather(src, out.data(), count, dt, comm_, nullptr), dt, collSum, count)) return false;
-    for (int p = 0; p < n_; ++p) {
-      fillRank(mine.data(), 0, count, dt, collSum, seed_, p);
-      if (memcmp(mine.data(), out.data() + p * bytes, bytes) != 0)
-        fails_.add(label("allgather", r_, dt, collSum, count, inPlace) + ": block of rank " + std::to_string(p));
-    }
-    fillRank(bc.data(), 0, count, dt, collSum, seed_, root);
-    std::vector<char> want(bc.begin(), bc.begin() + bytes);
-    if (r_ != root) memset(bc.data(), 0x5a, bytes);
-    void* dst = inPlace ? bc.data() : out.data();
-    if (!ok("broadcast", collBroadcast(bc.data(), dst, count, dt, root, comm_, nullptr), dt, collSum, count))
-      return false;
-    if (memcmp(dst, want.data(), bytes) != 0) fails_.add(label("broadcast", r_, dt, collSum, count, inPlace));
-    return true;
-  }
+      : RankCalls(r, n, comm, hashes, false), fails_(fails) {}
 
   // Large buffers: many pipeline chunks, uneven blocks.
   bool large(size_t count) {
@@ -132,26 +88,17 @@ class RankChecks {
       return false;
     fillRank(want.data(), 0, count, collFloat32, collSum, seed_, 1);
     if (memcmp(out.data(), want.data(), count * sizeof(float)) != 0)
-      fails_.add(label("broadcast", r_, collFloat32, collSum, count, false));
+      fail("broadcast", collFloat32, collSum, count, false, "large");
     return true;
   }
 
  private:
-  bool ok(const char* what, collResult_t rc, collDataType_t dt, collRedOp_t op, size_t count) {
-    if (rc != collSuccess) fails_.add(label(what, r_, dt, op, count, false) + ": " + collGetLastError(comm_));
-    return rc == collSuccess;
-  }
-  void check(const char* what, const void* got, size_t first, size_t count, collDataType_t dt, collRedOp_t op,
-             bool inPlace) {
-    long bad = firstWrong(got, first, count, dt, op, seed_, n_);
-    if (bad >= 0) fails_.add(label(what, r_, dt, op, count, inPlace) + ": element " + std::to_string(bad));
+  void fail(const char* what, collDataType_t dt, collRedOp_t op, size_t count, bool inPlace,
+            const std::string& msg) override {
+    fails_.add(label(what, r_, dt, op, count, inPlace) + ": " + msg);
   }
 
-  int r_, n_;
-  collComm_t comm_;
   Failures& fails_;
-  std::vector<uint64_t>& hashes_;
-  uint32_t seed_ = 100;
 };
 
 TEST_P(Algorithms, MatchTheReference) {

@@ -38,78 +38,12 @@ double cancellingHalf(int r, size_t i) {
   }
 }
 
-class Checks {
+// One rank's side: every collective for one (type, count, op) (RankCalls, with
+// all-to-all), order-sensitive float sums, and large buffers.
+class Checks : public RankCalls {
  public:
-  Checks(int r, int n, collComm_t comm, std::vector<uint64_t>& same) : r_(r), n_(n), comm_(comm), same_(same) {}
+  Checks(int r, int n, collComm_t comm, std::vector<uint64_t>& same) : RankCalls(r, n, comm, same, true) {}
   int fails = 0;
-
-  bool ok(const char* what, collResult_t rc, collDataType_t dt, collRedOp_t op, size_t count) {
-    if (rc != collSuccess) fail(what, dt, op, count, false, std::string("call failed: ") + collGetLastError(comm_));
-    return rc == collSuccess;
-  }
-  void fail(const char* what, collDataType_t dt, collRedOp_t op, size_t count, bool inPlace, const std::string& msg) {
-    if (++fails <= 8)
-      fprintf(stderr, "rank %d: %s type %d op %d count %zu%s: %s\n", r_, what, dt, op, count, inPlace ? " in-place" : "",
-              msg.c_str());
-  }
-  void check(const char* what, const void* got, size_t first, size_t count, collDataType_t dt, collRedOp_t op,
-             bool inPlace) {
-    long bad = firstWrong(got, first, count, dt, op, seed_, n_);
-    if (bad >= 0) fail(what, dt, op, count, inPlace, "element " + std::to_string(bad) + " wrong");
-  }
-
-  bool reductions(collDataType_t dt, size_t count, collRedOp_t op) {
-    const bool inPlace = ++seed_ % 2 == 0;
-    const size_t bytes = count * collTypeSize(dt);
-    std::vector<char> in(bytes * n_ + 1), out(bytes * n_ + 1);
-    fillRank(in.data(), 0, count, dt, op, seed_, r_);
-    void* dst = inPlace ? in.data() : out.data();
-    if (!ok("allreduce", collAllReduce(in.data(), dst, count, dt, op, comm_, nullptr), dt, op, count)) return false;
-    check("allreduce", dst, 0, count, dt, op, inPlace);
-    same_.push_back(hashBytes(dst, bytes));
-    const int root = static_cast<int>((seed_ + count) % n_);
-    fillRank(in.data(), 0, count, dt, op, seed_, r_);
-    if (!ok("reduce", collReduce(in.data(), dst, count, dt, op, root, comm_, nullptr), dt, op, count)) return false;
-    if (r_ == root) check("reduce", dst, 0, count, dt, op, inPlace);
-    fillRank(in.data(), 0, count * n_, dt, op, seed_, r_);
-    void* rsDst = inPlace ? in.data() + r_ * bytes : out.data();
-    if (!ok("reducescatter", collReduceScatter(in.data(), rsDst, count, dt, op, comm_, nullptr), dt, op, count))
-      return false;
-    check("reducescatter", rsDst, r_ * count, count, dt, op, inPlace);
-    return op != collSum || movement(dt, count, inPlace, (root + 1) % n_);
-  }
-
-  bool movement(collDataType_t dt, size_t count, bool inPlace, int root) {
-    const size_t bytes = count * collTypeSize(dt);
-    std::vector<char> mine(bytes + 1), out(bytes * n_ + 1), bc(bytes + 1);
-    fillRank(mine.data(), 0, count, dt, collSum, seed_, r_);
-    if (inPlace) memcpy(out.data() + r_ * bytes, mine.data(), bytes);
-    const void* src = inPlace ? out.data() + r_ * bytes : mine.data();
-    if (!ok("allgather", collAllGather(src, out.data(), count, dt, comm_, nullptr), dt, collSum, count)) return false;
-    for (int p = 0; p < n_; ++p) {
-      fillRank(mine.data(), 0, count, dt, collSum, seed_, p);
-      if (memcmp(mine.data(), out.data() + p * bytes, bytes) != 0)
-        fail("allgather", dt, collSum, count, inPlace, "block of rank " + std::to_string(p));
-    }
-    fillRank(bc.data(), 0, count, dt, collSum, seed_, root);
-    std::vector<char> want(bc.begin(), bc.begin() + bytes);
-    if (r_ != root) memset(bc.data(), 0x5a, bytes);
-    void* dst = inPlace ? bc.data() : out.data();
-    if (!ok("broadcast", collBroadcast(bc.data(), dst, count, dt, root, comm_, nullptr), dt, collSum, count))
-      return false;
-    if (memcmp(dst, want.data(), bytes) != 0) fail("broadcast", dt, collSum, count, inPlace, "root " + std::to_string(root));
-    // All-to-all: block p of rank r holds values (r, p).
-    std::vector<char> a2a(bytes * n_ + 1), a2aOut(bytes * n_ + 1), blk(bytes + 1);
-    for (int p = 0; p < n_; ++p) fillRank(a2a.data() + p * bytes, 0, count, dt, collSum, seed_ + p, r_);
-    void* a2aDst = inPlace ? a2a.data() : a2aOut.data();
-    if (!ok("alltoall", collAllToAll(a2a.data(), a2aDst, count, dt, comm_, nullptr), dt, collSum, count)) return false;
-    for (int p = 0; p < n_; ++p) {
-      fillRank(blk.data(), 0, count, dt, collSum, seed_ + r_, p);
-      if (memcmp(blk.data(), static_cast<char*>(a2aDst) + p * bytes, bytes) != 0)
-        fail("alltoall", dt, collSum, count, inPlace, "block from rank " + std::to_string(p));
-    }
-    return true;
-  }
 
   // Float sums whose value depends on the order: every rank must get the same bits, and a
   // repeated call the same bits again.
@@ -121,7 +55,7 @@ class Checks {
     for (char* o : {out.data(), again.data()})
       if (!ok("allreduce(cancel)", collAllReduce(in.data(), o, count, dt, collSum, comm_, nullptr), dt, collSum, count))
         return false;
-    same_.push_back(hashBytes(out.data(), bytes));
+    hashes_.push_back(hashBytes(out.data(), bytes));
     if (memcmp(out.data(), again.data(), bytes) != 0)
       fail("allreduce(cancel)", dt, collSum, count, false, "repeated call differs");
     for (char* o : {out.data(), again.data()})
@@ -147,11 +81,11 @@ class Checks {
             collSum, count))
       return false;
     check("allreduce", out.data(), 0, count, collFloat64, collSum, false);
-    same_.push_back(hashBytes(out.data(), count * sizeof(double)));
+    hashes_.push_back(hashBytes(out.data(), count * sizeof(double)));
     if (!ok("allreduce", collAllReduce(in.data(), in.data(), count, collFloat64, collMax, comm_, nullptr), collFloat64,
             collMax, count))
       return false;
-    same_.push_back(hashBytes(in.data(), count * sizeof(double)));
+    hashes_.push_back(hashBytes(in.data(), count * sizeof(double)));
     fillRank(in.data(), 0, count, collFloat64, collSum, seed_, r_);
     const int root = 1 % n_;
     if (!ok("reduce", collReduce(in.data(), out.data(), count, collFloat64, collSum, root, comm_, nullptr),
@@ -175,15 +109,17 @@ class Checks {
             per))
       return false;
     check("allgather(rs)", ag.data(), 0, per * n_, collFloat64, collSum, false);
-    same_.push_back(hashBytes(ag.data(), per * n_ * sizeof(double)));
+    hashes_.push_back(hashBytes(ag.data(), per * n_ * sizeof(double)));
     return true;
   }
 
  private:
-  int r_, n_;
-  collComm_t comm_;
-  std::vector<uint64_t>& same_;
-  uint32_t seed_ = 100;
+  void fail(const char* what, collDataType_t dt, collRedOp_t op, size_t count, bool inPlace,
+            const std::string& msg) override {
+    if (++fails <= 8)
+      fprintf(stderr, "rank %d: %s type %d op %d count %zu%s: %s\n", r_, what, dt, op, count, inPlace ? " in-place" : "",
+              msg.c_str());
+  }
 };
 
 void runLayout(const std::vector<std::string>& hosts, const Env& extra, bool full, size_t largeCount,

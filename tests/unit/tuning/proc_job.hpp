@@ -5,6 +5,7 @@
 // reports (result hashes) over another.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -128,6 +129,17 @@ inline std::vector<ProcResult> runProcs(const std::vector<std::string>& hostOfRa
   }
   if (!haveId) return {};
   return out;
+}
+
+// Every rank of a runProcs job exited 0 (no wrong values) and reported the same result
+// hashes as rank 0, so the ranks got the same bits.
+inline void expectPassedWithSameBits(const std::vector<ProcResult>& res, int n) {
+  ASSERT_EQ(static_cast<int>(res.size()), n);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(res[r].status, 0) << "rank " << r << " found wrong values or failed (see stderr)";
+    EXPECT_FALSE(res[r].values.empty()) << "rank " << r;
+    EXPECT_TRUE(res[r].values == res[0].values) << "rank " << r << " has different bits than rank 0";
+  }
 }
 
 }  // namespace testing_coll

@@ -80,12 +80,7 @@ void runCase(const std::vector<std::string>& hosts, const Env& env, bool full, c
   auto res = runProcs(hosts, all, [&](int r, collComm_t comm, std::vector<uint64_t>& report) {
     return checkSetup(r, comm, nhosts, expectAlgo) + allReduceChecks(r, comm, report, n, full);
   });
-  ASSERT_EQ(static_cast<int>(res.size()), n);
-  for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(res[r].status, 0) << "rank " << r << " found wrong values or failed (see stderr)";
-    EXPECT_FALSE(res[r].values.empty()) << "rank " << r;
-    EXPECT_TRUE(res[r].values == res[0].values) << "rank " << r << " has different bits than rank 0";
-  }
+  expectPassedWithSameBits(res, n);
 }
 
 using Hosts = std::vector<std::string>;

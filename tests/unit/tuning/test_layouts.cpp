@@ -142,12 +142,7 @@ void runLayout(const std::vector<std::string>& hosts, const Env& extra, bool ful
     if (largeCount && !c.large(largeCount)) return c.fails;
     return c.fails;
   }, rankEnv);
-  ASSERT_EQ(static_cast<int>(res.size()), n);
-  for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(res[r].status, 0) << "rank " << r << " found wrong values or failed (see stderr)";
-    EXPECT_FALSE(res[r].values.empty()) << "rank " << r;
-    EXPECT_TRUE(res[r].values == res[0].values) << "rank " << r << " has different bits than rank 0";
-  }
+  expectPassedWithSameBits(res, n);
 }
 
 using Hosts = std::vector<std::string>;

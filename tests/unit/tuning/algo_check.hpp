@@ -109,7 +109,7 @@ class RankCalls {
     void* dst = inPlace ? bc.data() : out.data();
     if (!ok("broadcast", collBroadcast(bc.data(), dst, count, dt, root, comm_, nullptr), dt, collSum, count))
       return false;
-    if (memcmp(dst, want.data(), bytes) != 0) fail("broadcast", dt, collSum, count, inPlace, "root " + std::to_string(root));
+    if (bytes && memcmp(dst, want.data(), bytes) != 0) fail("broadcast", dt, collSum, count, inPlace, "root " + std::to_string(root));
     if (!allToAll_) return true;
     // All-to-all: block p of rank r holds values (r, p).
     std::vector<char> a2a(bytes * n_ + 1), a2aOut(bytes * n_ + 1), blk(bytes + 1);

@@ -221,6 +221,12 @@ COLL_EXPORT collResult_t collCommDestroy(collComm_t comm) {
     owned->ipc.reset();      // then releases the IPC scratch and the peers' mappings
 #endif
     owned->impl->destroy();
+    // destroy() waited for a call another thread had running; that thread may still be
+    // on its way out of the call, writing to the handle.
+    if (!waitIssuersGone(*owned, 10)) {
+      COLL_WARN("collCommDestroy: another thread is still inside a call on this communicator; its memory is left allocated");
+      owned.release();
+    }
   });
 }
 
@@ -242,6 +248,11 @@ COLL_EXPORT collResult_t collCommAbort(collComm_t comm) {
     owned->streams.reset();
     owned->ipc.reset();
 #endif
+    // A call another thread had running fails now and leaves; wait for it to be out.
+    if (!waitIssuersGone(*owned, 10)) {
+      COLL_WARN("collCommAbort: another thread is still inside a call on this communicator; its memory is left allocated");
+      owned.release();
+    }
   });
 }
 

@@ -1,6 +1,8 @@
 #include "core/handles.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <unordered_map>
 
 #include "core/types.hpp"
@@ -93,6 +95,16 @@ void recordError(collComm_t comm, collResult_t code, const char* what) {
 }
 
 const char* threadLastError() { return tlsLastError.c_str(); }
+
+bool waitIssuersGone(const collComm& c, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (int i = 0; c.busy.load(std::memory_order_acquire); ++i) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (i < 64) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
 
 namespace {
 

@@ -90,6 +90,12 @@ class IssueGuard {
   collComm& c_;
 };
 
+// Before a communicator's memory goes (destroy, abort): a thread whose call on it has just
+// returned may still be leaving IssueGuard, which clears the flag on its way out. Waits
+// for that, up to `seconds`; false if the flag stays set (then the caller must leave the
+// memory allocated rather than free it under that thread).
+bool waitIssuersGone(const collComm& c, double seconds);
+
 // Runs body, turning exceptions into result codes and recorded messages.
 template <typename F>
 collResult_t guarded(collComm_t comm, const char* fn, F&& body) {

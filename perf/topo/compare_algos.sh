@@ -9,7 +9,7 @@
 # Without --rate/--delay the veth is unshaped. --bind-to core pins each host's local rank i
 # to CPU i, as collectiverun --bind-to core would on each host (default: unpinned, the
 # scheduler places the ranks; the two simulated hosts share this machine's CPUs). The times come from algo_sweep (one job;
-# one communicator per algorithm; REPEATS rounds (default 5) over every size (above
+# one communicator per algorithm; REPEATS rounds (default 15) over every size (above
 # 64 KiB: every round of a size before the next) and, at each size, every algorithm in
 # rotated order; the median per size and algorithm):
 # separate launches per algorithm differ by up to 50% in small-message latency on this
@@ -30,7 +30,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${1:?usage: compare_algos.sh BUILD_DIR [--rate R] [--delay D] [-b MIN] [-e MAX] [-r REPEATS] [--bind-to core|none]}
 shift
 source "$here/topo_lib.sh"
-shape=() min=8 max=256M repeats=5
+shape=() min=8 max=256M repeats=15
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate|--delay) shape+=("$1" "$2"); shift 2 ;;
@@ -63,6 +63,10 @@ done
 # large band is grouped (algo_sweep --grouped: every round of a size, then the next
 # size): spread over 512 KiB-2 MiB, two columns running the same algorithm differed by
 # up to 25% there; grouped, within 1-9%.
+# 15 rounds by default, not 5: where two algorithms lie within a few percent of each
+# other single rounds scatter by 20%, and with 5 the paired ratio came out at 1.12-1.20 in
+# single runs at 2 MiB and 32 MiB with the pick no slower than the best (the automatic
+# run and its forced twin differing by that much); with 15, 0.88-1.03 at 1-4 MiB.
 lo=$(numfmt --from=iec "$min") hi=$(numfmt --from=iec "$max") split=$((64 << 10))
 bands=("$lo $hi")
 [ "$lo" -le "$split" ] && [ "$hi" -gt "$split" ] && bands=("$lo $split" "$((split * 2)) $hi")

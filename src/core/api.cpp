@@ -163,6 +163,7 @@ COLL_EXPORT const char* collGetErrorString(collResult_t r) {
 }
 
 COLL_EXPORT const char* collGetLastError(collComm_t comm) {
+  CommUseScope use;
   if (comm && isLiveHandle(comm)) {
     std::lock_guard<std::mutex> lock(comm->errMu);
     if (!comm->lastError.empty()) return comm->lastError.c_str();
@@ -221,9 +222,9 @@ COLL_EXPORT collResult_t collCommDestroy(collComm_t comm) {
     owned->ipc.reset();      // then releases the IPC scratch and the peers' mappings
 #endif
     owned->impl->destroy();
-    // destroy() waited for a call another thread had running; that thread may still be
-    // on its way out of the call, writing to the handle.
-    if (!waitIssuersGone(*owned, 10)) {
+    // destroy() waited for a call another thread had running, and calls that found the
+    // handle live but had not started yet now fail; wait until all of them are out.
+    if (!waitUsersGone(owned.get(), 10)) {
       COLL_WARN("collCommDestroy: another thread is still inside a call on this communicator; its memory is left allocated");
       owned.release();
     }
@@ -249,7 +250,7 @@ COLL_EXPORT collResult_t collCommAbort(collComm_t comm) {
     owned->ipc.reset();
 #endif
     // A call another thread had running fails now and leaves; wait for it to be out.
-    if (!waitIssuersGone(*owned, 10)) {
+    if (!waitUsersGone(owned.get(), 10)) {
       COLL_WARN("collCommAbort: another thread is still inside a call on this communicator; its memory is left allocated");
       owned.release();
     }

@@ -359,6 +359,15 @@ void Comm::runQueuedP2P() {
     std::unique_ptr<Xfer[]> xs;
   };
   std::lock_guard<std::mutex> exec(execMu_);
+  if (closed_) {  // aborted: the links are gone; fail what is queued instead of using them
+    std::lock_guard<std::mutex> lock(queueMu_);
+    while (!queue_.empty() && isP2POnly(*queue_.front())) {
+      queue_.front()->finish(collRemoteError, "communicator aborted");
+      queue_.pop_front();
+      pending_.fetch_sub(1, std::memory_order_release);
+    }
+    return;
+  }
   std::vector<Active> active;
   try {
     Progress pg(*this, "nonblocking send/recv");
@@ -426,6 +435,8 @@ void Comm::workerLoop() {
 
 void Comm::executeOps(const OpArgs* opsBegin, size_t nops) {
   LogRankScope logScope(rank_);
+  // A call that found the handle live just before another thread destroyed or aborted it.
+  if (closed_) COLL_THROW(collInvalidUsage, "the communicator was destroyed or aborted by another thread");
   try {
     // Collectives run in issue order; point-to-point calls of one batch (a group) are
     // posted together afterwards so that matching sends and receives cannot deadlock.
@@ -533,6 +544,7 @@ void Comm::abort(const std::string& why) {
   queueCv_.notify_all();
   // Operations in flight notice the abort flag at their next health check and leave.
   std::lock_guard<std::mutex> exec(execMu_);
+  closed_ = true;
   if (boot_) boot_->abort(why);
   links_.clear();
   transports_.clear();
@@ -549,6 +561,7 @@ void Comm::destroy() {
   // Pending nonblocking work that never started is failed rather than dropped silently.
   for (auto& req : queue_)
     if (!req->done()) req->finish(collInvalidUsage, "communicator destroyed before the operation ran");
+  closed_ = true;
   links_.clear();
   transports_.clear();
   if (boot_) boot_->close();

@@ -135,6 +135,7 @@ class Comm {
   // Ordering of operations: execMu_ is held while one runs; queue_ holds nonblocking
   // operations (and blocking ones that arrived behind them).
   std::mutex execMu_;
+  bool closed_ = false;  // under execMu_: destroy() or abort() has released the links
   std::mutex queueMu_;
   std::condition_variable queueCv_;
   std::deque<std::shared_ptr<Request>> queue_;

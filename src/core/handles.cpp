@@ -1,9 +1,11 @@
 #include "core/handles.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "core/types.hpp"
 
@@ -40,10 +42,42 @@ void add(const void* h, Kind k) {
   registry().live[h] = k;
 }
 
+// Per thread: the communicator handle its current API call uses (CommUseScope), and how
+// deep it is in such scopes. The list of every thread's slot is what destroy scans; it is
+// never freed, as threads may still exit after static destruction.
+struct UseSlot {
+  std::atomic<const void*> comm{nullptr};
+};
+struct UseSlots {
+  std::mutex mu;
+  std::vector<UseSlot*> all;
+};
+UseSlots& useSlots() {
+  static UseSlots* s = new UseSlots;
+  return *s;
+}
+struct ThreadUse {
+  UseSlot slot;
+  int depth = 0;
+  ThreadUse() {
+    std::lock_guard<std::mutex> lock(useSlots().mu);
+    useSlots().all.push_back(&slot);
+  }
+  ~ThreadUse() {
+    std::lock_guard<std::mutex> lock(useSlots().mu);
+    auto& all = useSlots().all;
+    all.erase(std::find(all.begin(), all.end(), &slot));
+  }
+};
+thread_local ThreadUse tlsUse;
+
 bool isLive(const void* h, Kind k) {
   if (!h) return false;
   Registry& r = registry();
-  if (h == tlsLiveHandle && k == tlsLiveKind && tlsLiveRemovals == r.removals.load(std::memory_order_acquire))
+  // Mark before checking (sequentially consistent, paired with unregisterHandle's count
+  // and waitUsersGone's reads): see CommUseScope.
+  if (k == Kind::Comm && tlsUse.depth > 0) tlsUse.slot.comm.store(h, std::memory_order_seq_cst);
+  if (h == tlsLiveHandle && k == tlsLiveKind && tlsLiveRemovals == r.removals.load(std::memory_order_seq_cst))
     return true;
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.live.find(h);
@@ -62,7 +96,7 @@ void registerHandle(const collRequest* h) { add(h, Kind::Request); }
 bool unregisterHandle(const void* h) {
   std::lock_guard<std::mutex> lock(registry().mu);
   const bool removed = registry().live.erase(h) != 0;
-  registry().removals.fetch_add(1, std::memory_order_release);
+  registry().removals.fetch_add(1, std::memory_order_seq_cst);
   return removed;
 }
 
@@ -96,9 +130,23 @@ void recordError(collComm_t comm, collResult_t code, const char* what) {
 
 const char* threadLastError() { return tlsLastError.c_str(); }
 
-bool waitIssuersGone(const collComm& c, double seconds) {
+CommUseScope::CommUseScope() : prev_(tlsUse.slot.comm.load(std::memory_order_relaxed)) { ++tlsUse.depth; }
+
+CommUseScope::~CommUseScope() {
+  --tlsUse.depth;
+  tlsUse.slot.comm.store(prev_, std::memory_order_release);
+}
+
+bool waitUsersGone(const collComm* c, double seconds) {
+  const UseSlot* self = &tlsUse.slot;
+  auto used = [&] {
+    std::lock_guard<std::mutex> lock(useSlots().mu);
+    for (const UseSlot* s : useSlots().all)
+      if (s != self && s->comm.load(std::memory_order_seq_cst) == c) return true;
+    return false;
+  };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  for (int i = 0; c.busy.load(std::memory_order_acquire); ++i) {
+  for (int i = 0; used(); ++i) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
     if (i < 64) std::this_thread::yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(200));

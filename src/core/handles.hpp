@@ -62,7 +62,26 @@ bool isLiveHandle(const collRequest* h);
 std::shared_ptr<Request> liveRequest(const collRequest* h, collComm** comm);
 
 // The communicator behind a handle; throws collInvalidUsage for a dead or null handle.
+// Inside a CommUseScope the handle is also marked as in use by this thread (see there).
 collComm& liveComm(collComm_t comm, const char* arg = "comm");
+
+// Marks the span of one API call on this thread. A communicator found live inside it (by
+// liveComm or isLiveHandle) stays marked as used by this thread until the scope ends, and
+// collCommDestroy/collCommAbort on another thread wait for that mark to go before they free
+// the handle's memory. The mark is set before the liveness check, and destroy unregisters
+// the handle before it looks at the marks, so one of the two sees the other: either the
+// check fails, or destroy waits. (Without it, a thread that had just found the handle live
+// could read or write it after another thread freed it.)
+class CommUseScope {
+ public:
+  CommUseScope();
+  ~CommUseScope();
+  CommUseScope(const CommUseScope&) = delete;
+  CommUseScope& operator=(const CommUseScope&) = delete;
+
+ private:
+  const void* prev_;
+};
 
 // Records the error text for collGetLastError (on the comm when it is live, and always
 // for the calling thread).
@@ -90,15 +109,16 @@ class IssueGuard {
   collComm& c_;
 };
 
-// Before a communicator's memory goes (destroy, abort): a thread whose call on it has just
-// returned may still be leaving IssueGuard, which clears the flag on its way out. Waits
-// for that, up to `seconds`; false if the flag stays set (then the caller must leave the
-// memory allocated rather than free it under that thread).
-bool waitIssuersGone(const collComm& c, double seconds);
+// Before a communicator's memory goes (destroy, abort; after unregisterHandle): waits up to
+// `seconds` until no other thread's CommUseScope holds the handle, that is until every
+// call that found it live has left. False if one still does (then the caller must leave
+// the memory allocated rather than free it under that thread).
+bool waitUsersGone(const collComm* c, double seconds);
 
 // Runs body, turning exceptions into result codes and recorded messages.
 template <typename F>
 collResult_t guarded(collComm_t comm, const char* fn, F&& body) {
+  CommUseScope use;  // ends after the handlers below, which may record into the comm
   try {
     body();
     return collSuccess;

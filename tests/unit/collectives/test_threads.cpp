@@ -193,6 +193,77 @@ TEST(Threads, DestroyAndAbortRacingOnOneComm) {
   }
 }
 
+// A thread calling into a communicator over and over while another destroys or aborts
+// it: every call either does its work or returns collInvalidUsage (or, under an abort,
+// collRemoteError), and destroy frees the
+// handle only once no call that found it live is still using it (before, a call that had
+// just passed the liveness check went on to read the freed communicator; AddressSanitizer
+// reported it here).
+TEST(Threads, CallsRacingDestroyAndAbort) {
+  for (int i = 0; i < 60; ++i) {
+    Job job(1);
+    ASSERT_TRUE(job.ok());
+    collComm_t c = job.comm(0);
+    std::atomic<bool> started{false};
+    int bad = 0;
+    std::thread user([&] {
+      for (int k = 0;; ++k) {
+        float x = 1, y = 0;
+        int n = 0;
+        collResult_t rc;
+        switch (k % 4) {
+          case 0: rc = collCommCount(c, &n); break;
+          case 1: rc = collAllReduce(&x, &y, 1, collFloat32, collSum, c, nullptr); break;
+          case 2: {
+            collRequest_t req = nullptr;
+            rc = collIallReduce(&x, &y, 1, collFloat32, collSum, c, &req);
+            if (rc == collSuccess) rc = collWait(&req);
+            break;
+          }
+          default: rc = collCommUserRank(c, &n); break;
+        }
+        (void)collGetLastError(c);
+        started.store(true);
+        if (rc == collInvalidUsage) return;
+        // An abort that lands inside the call fails it as aborted.
+        if (rc == collRemoteError && i % 2) continue;
+        if (rc != collSuccess || (k % 4 == 1 && y != 1.f)) ++bad;
+      }
+    });
+    while (!started.load()) std::this_thread::yield();
+    collResult_t rc = i % 2 ? collCommAbort(c) : collCommDestroy(c);
+    job.forget(0);
+    user.join();
+    EXPECT_EQ(rc, collSuccess) << collGetLastError(nullptr);
+    EXPECT_EQ(bad, 0) << "iteration " << i;
+  }
+}
+
+// Aborting while nonblocking sends wait for a receiver that never posts: the requests
+// fail as aborted, nothing touches the released links.
+TEST(Threads, AbortWithNonblockingSendsPending) {
+  ScopedEnv timeout("COLL_TIMEOUT", "20");
+  Job job(2);
+  ASSERT_TRUE(job.ok());
+  job.run([&](int r, collComm_t c) {
+    if (r == 1) {
+      sleepMs(500);
+      EXPECT_EQ(collCommAbort(c), collSuccess);
+      job.forget(r);
+      return;
+    }
+    std::vector<float> x(1 << 20, 1.f);
+    collRequest_t a = nullptr, b = nullptr;
+    ASSERT_EQ(collIsend(x.data(), x.size(), collFloat32, 1, c, &a), collSuccess);
+    ASSERT_EQ(collIsend(x.data(), x.size(), collFloat32, 1, c, &b), collSuccess);
+    sleepMs(100);
+    EXPECT_EQ(collCommAbort(c), collSuccess);
+    job.forget(r);
+    EXPECT_NE(collWait(&a), collSuccess);
+    EXPECT_NE(collWait(&b), collSuccess);
+  });
+}
+
 // Destroying a communicator with nonblocking requests outstanding: they finish (the peers
 // take part) and can be waited for afterwards.
 TEST(Threads, DestroyWithOutstandingRequests) {

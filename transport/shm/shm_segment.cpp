@@ -155,11 +155,17 @@ Segment Segment::create(const std::string& name, size_t ringBytes) {
     COLL_THROW(collSystemError, "shm: cannot create segment ", name, ": ", sysErrorText(err));
   }
   s.named_ = true;  // from here on every exit path (exceptions included) unlinks it
-  if (ftruncate(fd.fd, static_cast<off_t>(s.bytes_)) < 0) {
-    int err = errno;
-    COLL_THROW(collSystemError, "shm: cannot size segment ", name, " to ", s.bytes_,
-               " bytes: ", sysErrorText(err), " (is /dev/shm full?)");
+  // Allocated now rather than sized with ftruncate: a sparse file on a full /dev/shm maps
+  // fine, and the first store into a page the tmpfs cannot supply kills the process with
+  // SIGBUS (at the header, just below) instead of failing this call.
+  int err;
+  while ((err = posix_fallocate(fd.fd, 0, static_cast<off_t>(s.bytes_))) == EINTR) {
   }
+  if (err != 0)
+    COLL_THROW(collSystemError, "shm: cannot allocate segment ", name, " of ", s.bytes_,
+               " bytes: ", sysErrorText(err),
+               err == ENOSPC ? " (/dev/shm is full: free space there, lower COLL_SHM_RING_BYTES or set "
+                               "COLL_TRANSPORT=tcp)" : "");
   s.base_ = mapShared(fd.fd, s.bytes_, name);
   SegHeader* h = s.header();
   h->magic = kSegMagic;

@@ -6,6 +6,7 @@
 #include <linux/seccomp.h>
 #include <signal.h>
 #include <stddef.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -16,6 +17,7 @@
 #include "shm_test_util.hpp"
 #include "core/shared_mem.hpp"
 #include "transport/shm/shm_link.hpp"
+#include "transport/shm/shm_segment.hpp"
 
 namespace coll::shmtest {
 namespace {
@@ -522,6 +524,34 @@ TEST(ShmFork, CreatorDyingDuringConnectLeavesNothing) {
   EXPECT_EQ(reap(c.pid), 128 + SIGKILL);
   ::close(c.fd);
   EXPECT_TRUE(shmLeftovers(tag).empty());
+}
+
+// A full /dev/shm: in a child with a mount namespace of its own and a 64 KiB tmpfs there,
+// a segment of 2 MiB must fail with an error that says so, leaving no name behind, instead
+// of mapping a file the tmpfs cannot fill and dying of SIGBUS at its first store.
+// Exit 0 = as expected, 77 = cannot set up here, other = the failed check.
+int fullShmChild() {
+  if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+      mount("collshm", "/dev/shm", "tmpfs", 0, "size=64k") != 0)
+    return 77;
+  try {
+    shm::Segment::create("/coll-fulltest-0-1", 1 << 20);
+    return 1;
+  } catch (const Error& e) {
+    if (e.code() != collSystemError) return 2;
+    if (!strstr(e.what(), "/dev/shm is full")) return 3;
+  }
+  return shmLeftovers("fulltest").empty() ? 0 : 4;
+}
+
+TEST(ShmFork, FullDevShmIsAnErrorNotACrash) {
+  Child c = forkChild([](int) { return fullShmChild(); });
+  ASSERT_GT(c.pid, 0);
+  ::close(c.fd);
+  int rc = reap(c.pid);
+  if (rc == 77) GTEST_SKIP() << "cannot mount a private /dev/shm here (needs root)";
+  EXPECT_EQ(rc, 0) << "1: no error, 2: wrong code, 3: message does not name /dev/shm, 4: left a name, "
+                      "135: SIGBUS";
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <net/if.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -129,6 +131,32 @@ TEST(Connect, RetriesUntilTheListenerAppears) {
   Socket s = connectWithRetry(test::loopback4(port), Deadline(3));
   sendAll(s.fd(), "x", 1, Deadline(3));
   late.join();
+}
+
+// Out of file descriptors: the error names the limit and its value, which a job of many
+// ranks (a socket per peer and stream) can pass where a small one did not.
+TEST(Connect, OutOfDescriptorsNamesTheLimit) {
+  const sockaddr_storage dead = test::loopback4(test::deadPort());
+  int lowest = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(lowest, 0);
+  ::close(lowest);
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(lowest);  // the next socket would need one more
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::string what;
+  collResult_t code = collSuccess;
+  try {
+    connectWithRetry(dead, Deadline(1));
+  } catch (const Error& e) {
+    what = e.what();
+    code = e.code();
+  }
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_EQ(code, collSystemError) << what;
+  EXPECT_NE(what.find("RLIMIT_NOFILE"), std::string::npos) << what;
+  EXPECT_NE(what.find(strCat(" may have ", lowest, " open files")), std::string::npos) << what;
 }
 
 // The kernel's round-trip estimate: some microseconds over loopback once a reply came

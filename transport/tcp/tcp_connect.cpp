@@ -141,9 +141,15 @@ void Acceptor::run(const Deadline& deadline) {
     if (deadline.expired())
       COLL_THROW(collTimeout, "tcp: rank ", ctx_.rank, " timed out after ", ctx_.timeoutSec,
                  " s waiting for connections (missing: ", missingList(), ")");
+    // A rank that failed to initialise (out of descriptors, say) never connects; it told
+    // the bootstrap, and waiting for it until COLL_TIMEOUT would only delay the error.
+    std::string why;
+    if (ctx_.bootstrap->failureReported(&why))
+      COLL_THROW(collRemoteError, "tcp: rank ", ctx_.rank, " stopped waiting for connections (missing: ",
+                 missingList(), "): ", why);
     pfds.assign(1, pollfd{fd_, POLLIN, 0});
     for (auto& p : pending_) pfds.push_back(pollfd{p.sock.fd(), POLLIN, 0});
-    int rc = poll(pfds.data(), pfds.size(), std::min(deadline.remainingMs(), 1000));
+    int rc = poll(pfds.data(), pfds.size(), std::min(deadline.remainingMs(), 100));
     if (rc < 0 && errno != EINTR) COLL_THROW(collSystemError, "tcp: poll: ", sysErrorText(errno));
     if (rc <= 0) continue;
     // Handshakes first (pfds[1..] match pending_ as it was), then new connections.

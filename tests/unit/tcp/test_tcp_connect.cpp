@@ -58,6 +58,35 @@ TEST(TcpConnect, RankWithNoPeersStillJoinsTheExchange) {
   });
 }
 
+// Rank 0 joins the address exchange and then fails (as when it runs out of descriptors):
+// ranks 1 and 2, waiting for its connections, fail with its reason as soon as the
+// bootstrap reports it, instead of timing out.
+TEST(TcpConnect, FailedRankEndsTheWaitForItsConnections) {
+  Job job = startJob(3);
+  std::vector<collResult_t> codes(3, collSuccess);
+  std::vector<std::string> whats(3);
+  runRanks(3, [&](int rank) {
+    auto env = joinJob(job, rank, Config::fromEnv(), /*timeoutSec=*/5);
+    if (rank == 0) {
+      tcp::ListenRecord rec{tcp::kRecordMagic, 1, 1 << 20, {}};  // listens for nobody
+      env->bs->allGather(&rec, sizeof rec);
+      env->bs->abort("rank 0 ran out of file descriptors");
+      env->bs.reset();
+      return;
+    }
+    try {
+      makeTcpTransport()->connect(env->ctx, allOthers(rank, 3));
+    } catch (const Error& e) {
+      codes[rank] = e.code();
+      whats[rank] = e.what();
+    }
+  });
+  for (int r = 1; r < 3; ++r) {
+    EXPECT_EQ(codes[r], collRemoteError) << "rank " << r << ": " << whats[r];
+    EXPECT_NE(whats[r].find("rank 0 ran out of file descriptors"), std::string::npos) << whats[r];
+  }
+}
+
 // The most ranks the library runs on one host, every pair connected with several streams.
 TEST(TcpConnect, EightRanksAllPairs) {
   const int n = 8;

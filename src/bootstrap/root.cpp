@@ -159,7 +159,19 @@ class Root {
       socklen_t len = sizeof(from);
       Socket s(::accept4(listen_.fd(), reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC));
       if (!s.valid()) {
-        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        if (errno == EMFILE || errno == ENFILE) {
+          // Out of descriptors, the ranks still to come would wait in the backlog until
+          // COLL_TIMEOUT while this warning repeated: the job cannot form, so say so now.
+          // accept fails so whenever no descriptor is free, also with nobody waiting (after
+          // the last rank's connection took the last one): only a waiting rank counts.
+          const int err = errno;
+          pollfd p{listen_.fd(), POLLIN, 0};
+          if (poll(&p, 1, 0) > 0)
+            endFormation(collSystemError, strCat("the bootstrap root at ", name_,
+                                                 " cannot accept the ranks' connections: ", sysErrorText(err)));
+          return;
+        }
+        if (errno == ENOBUFS || errno == ENOMEM) {
           // The listener stays readable: pause instead of spinning until fds free up.
           COLL_WARN("bootstrap root %s: accept: %s", name_.c_str(), sysErrorText(errno).c_str());
           struct timespec ts = {0, 20 * 1000 * 1000};
@@ -373,18 +385,25 @@ class Root {
         c->state = Conn::State::Dead;
       }
     if (formed_ || timedOut_ || !formDeadline_.expired()) return;
-    timedOut_ = true;
-    listen_.reset();
     std::string missing;
     for (int r = 0; r < nranks_; ++r)
       if (!byRank_[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    std::string why = strCat("only ", joined_, " of ", nranks_ ? std::to_string(nranks_) : "?",
-                             " ranks joined the rendezvous at ", name_, " within ", timeoutSec_,
-                             " s; missing ranks: ", missing.empty() ? "unknown" : missing);
+    endFormation(collTimeout, strCat("only ", joined_, " of ", nranks_ ? std::to_string(nranks_) : "?",
+                                     " ranks joined the rendezvous at ", name_, " within ", timeoutSec_,
+                                     " s; missing ranks: ", missing.empty() ? "unknown" : missing));
+  }
+
+  // The job will not form: the ranks that joined get `why`; closing the listener and the
+  // connections still handshaking resets them, so those ranks fail at once too.
+  void endFormation(collResult_t code, const std::string& why) {
+    timedOut_ = true;
+    listen_.reset();
     COLL_WARN("bootstrap root %s: %s", name_.c_str(), why.c_str());
-    Frame f = textFrame(MsgType::Error, collTimeout, why);
+    Frame f = textFrame(MsgType::Error, code, why);
     for (auto& c : conns_)
-      if (c->state == Conn::State::Joined) {
+      if (c->state == Conn::State::Handshake) {
+        c->state = Conn::State::Dead;
+      } else if (c->state == Conn::State::Joined) {
         c->out.push(f);
         c->state = Conn::State::Left;
         c->closeWhenFlushed = true;

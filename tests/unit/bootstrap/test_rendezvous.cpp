@@ -1,8 +1,15 @@
 // Ranks as threads against a real root on loopback.
+#include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/protocol.hpp"
@@ -198,6 +205,55 @@ TEST(Rendezvous, MissingRankTimesOutAtRootAndRanks) {
     EXPECT_NE(o.what.find("missing ranks: 2"), std::string::npos) << o.what;
   }
   EXPECT_LT(test::secondsSince(t0), 2.5);
+}
+
+int openFiles(pid_t pid) {
+  DIR* d = opendir(strCat("/proc/", pid, "/fd").c_str());
+  if (!d) return -1;
+  int n = 0;
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+// The root's process runs out of descriptors after the first rank joined: that rank gets
+// the reason at once instead of a timeout. (The rank the root could not accept fails too,
+// reset or refused: refused, it retries until its own timeout, as for any root that is gone.)
+TEST(Rendezvous, RootOutOfDescriptorsEndsTheFormation) {
+  UniqueIdData id;
+  randomSecret(id.secret, kSecretBytes);
+  sockaddr_storage addr = test::loopback4(test::deadPort());
+  id.root = addr;
+  pid_t root = fork();
+  if (root == 0) {
+    RendezvousRoot::start(addr, 2, id.secret, 5.0);
+    int lowest = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ::close(lowest);
+    rlimit rl{};
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = static_cast<rlim_t>(lowest) + 1;  // room for the first rank's connection only
+    setrlimit(RLIMIT_NOFILE, &rl);
+    pause();
+    _exit(0);
+  }
+  ASSERT_GT(root, 0);
+  int before = -1;
+  for (int i = 0; i < 500 && before != openFiles(root); ++i) {  // until the listener is up
+    before = openFiles(root);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  test::RankOutcome first, second;
+  std::thread t([&] { first = test::runRanks(1, [&](int) { Bootstrap::connect(id, 0, 2, 10.0); })[0]; });
+  for (int i = 0; i < 500 && openFiles(root) == before; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its handshake, over loopback
+  second = test::runRanks(1, [&](int) { Bootstrap::connect(id, 1, 2, 2.0); })[0];
+  t.join();
+  kill(root, SIGKILL);
+  waitpid(root, nullptr, 0);
+  EXPECT_EQ(first.code, collSystemError) << first.what;
+  EXPECT_NE(first.what.find("cannot accept"), std::string::npos) << first.what;
+  EXPECT_NE(first.what.find("RLIMIT_NOFILE"), std::string::npos) << first.what;
+  EXPECT_NE(second.code, collSuccess);
 }
 
 TEST(Rendezvous, SilentRankMakesAllGatherTimeOut) {

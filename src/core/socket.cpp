@@ -431,7 +431,7 @@ void clientHandshake(int fd, const uint8_t* secret, ConnRole role, const void* h
   } catch (const Error& e) {
     if (e.code() != collRemoteError) throw;
     COLL_THROW(collRemoteError, "handshake with ", peer,
-               ": the server dropped us (wrong job secret or connection role?): ", e.what());
+               ": the server dropped us (a wrong job secret or connection role, or a server that stopped forming the job?): ", e.what());
   }
   hs::serverMac(secret, p + 12, ch + 8, expect);
   if (!hs::equalConstTime(proof, expect, 32))

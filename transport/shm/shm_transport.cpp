@@ -12,7 +12,7 @@ COLL_PARAM(kShmRingBytes, "COLL_SHM_RING_BYTES", "1M", "bytes of each one-way ri
 COLL_PARAM(kShmCma, "COLL_SHM_CMA", "auto", "large shm messages: 1 single-copy (process_vm_readv, memcpy between threads), 0 staged through the ring, auto whichever the link measures faster (single-copy while the host's ranks outnumber its cores)");
 COLL_PARAM(kShmCmaProbeMs, "COLL_SHM_CMA_PROBE_MS", "250", "COLL_SHM_CMA=auto: once per this many milliseconds a link sends a few large messages the way it is not using, to measure it again (0: all the time)");
 COLL_PARAM(kShmCmaThreshold, "COLL_SHM_CMA_THRESHOLD", "64K", "shm messages of at least this many bytes go single-copy when allowed");
-COLL_PARAM(kShmCmaChunk, "COLL_SHM_CMA_CHUNK", "512K", "bytes per single-copy step (one step per progress call)");
+COLL_PARAM(kShmCmaChunk, "COLL_SHM_CMA_CHUNK", "512K", "bytes per single-copy step (one step per progress call), 4K..1G");
 COLL_PARAM(kShmCoopMin, "COLL_SHM_COOP_MIN", "256K", "single-copy shm messages of at least this many bytes are copied by both sides at once (sender pushes, receiver pulls); 0 turns it off");
 COLL_PARAM(kShmCoopPiece, "COLL_SHM_COOP_PIECE", "128K", "bytes per piece of a cooperative shm copy");
 COLL_PARAM(kShmMappedPiece, "COLL_SHM_MAPPED_PIECE", "512K", "bytes per piece of a cooperative or push shm copy into collMemAlloc memory (no system call per piece: larger pieces cost less)");
@@ -56,7 +56,10 @@ class ShmTransport : public Transport {
     opt.copyProbeNs = static_cast<uint64_t>(probeMs) * 1'000'000;
     opt.singleCopyMin = cfg.getSize(kShmCmaThreshold);
     opt.copyChunk = cfg.getSize(kShmCmaChunk);
-    COLL_CHECK_ARG(opt.copyChunk >= 4096, kShmCmaChunk, "=", opt.copyChunk, " is below 4096");
+    // Linux copies at most 2 GiB - 4 KiB per process_vm_readv/writev call: a larger step
+    // came back short and failed the transfer.
+    COLL_CHECK_ARG(opt.copyChunk >= 4096 && opt.copyChunk <= (size_t{1} << 30), kShmCmaChunk, "=",
+                   opt.copyChunk, " is not in [4096, 1G]");
     opt.coopMin = cfg.getSize(kShmCoopMin);
     opt.coopPiece = cfg.getSize(kShmCoopPiece);
     COLL_CHECK_ARG(opt.coopPiece >= 4096 && opt.coopPiece <= (size_t{1} << 30), kShmCoopPiece, "=",

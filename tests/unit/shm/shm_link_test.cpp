@@ -276,7 +276,9 @@ INSTANTIATE_TEST_SUITE_P(ShmConnect, ShmBadSetting,
                          ::testing::Values(std::make_pair("COLL_SHM_RING_BYTES", "1000"),
                                            std::make_pair("COLL_SHM_CMA", "yes"),
                                            std::make_pair("COLL_SHM_CMA", "2"),
-                                           std::make_pair("COLL_SHM_CMA_PROBE_MS", "-5")),
+                                           std::make_pair("COLL_SHM_CMA_PROBE_MS", "-5"),
+                                           // More than one process_vm_readv call copies.
+                                           std::make_pair("COLL_SHM_CMA_CHUNK", "4G")),
                          [](const auto& info) { return "Case" + std::to_string(info.index); });
 
 }  // namespace

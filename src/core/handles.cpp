@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <chrono>
 #include <thread>
 #include <unordered_map>
@@ -161,8 +162,13 @@ bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
   return an && bn && pa < pb + bn && pb < pa + an;
 }
 
-size_t mulChecked(size_t a, size_t b, const char* what) {
+// Bytes of a buffer of a x b. No buffer is larger than PTRDIFF_MAX bytes (its end would
+// lie past the address space): a count beyond that passed the size_t check, and the
+// operation then crashed copying from memory that is not there, or failed on the peers.
+size_t bytesChecked(size_t a, size_t b, const char* what) {
   if (b != 0 && a > SIZE_MAX / b) COLL_THROW(collInvalidArgument, what, " overflows size_t (", a, " x ", b, ")");
+  if (a * b > static_cast<size_t>(PTRDIFF_MAX))
+    COLL_THROW(collInvalidArgument, what, " = ", a * b, " bytes is more than any buffer holds (", a, " x ", b, ")");
   return a * b;
 }
 
@@ -188,12 +194,12 @@ void validateOp(const Comm& comm, const OpArgs& op, const void* stream, bool str
     COLL_THROW(collInvalidArgument, "stream is not NULL, but this build has no CUDA support (pass NULL for host buffers)");
 #endif
   const size_t es = typeSize(op.dtype);
-  const size_t one = mulChecked(op.count, es, "count * element size");
+  const size_t one = bytesChecked(op.count, es, "count * element size");
   size_t sendBytes = one, recvBytes = one;
   switch (op.kind) {
-    case OpKind::AllGather: recvBytes = mulChecked(one, n, "count * nranks"); break;
-    case OpKind::ReduceScatter: sendBytes = mulChecked(one, n, "count * nranks"); break;
-    case OpKind::AllToAll: sendBytes = recvBytes = mulChecked(one, n, "count * nranks"); break;
+    case OpKind::AllGather: recvBytes = bytesChecked(one, n, "count * nranks"); break;
+    case OpKind::ReduceScatter: sendBytes = bytesChecked(one, n, "count * nranks"); break;
+    case OpKind::AllToAll: sendBytes = recvBytes = bytesChecked(one, n, "count * nranks"); break;
     default: break;
   }
   if (op.count == 0) return;

@@ -96,6 +96,10 @@ TEST_F(BadInput, TypesOpsRootsPeers) {
 TEST_F(BadInput, CountOverflowAndOverlap) {
   EXPECT_EQ(collAllReduce(a_, b_, SIZE_MAX / 2, collFloat32, collSum, c_, nullptr), collInvalidArgument);
   EXPECT_TRUE(mentions(collGetLastError(c_), "overflow"));
+  // Byte sizes that fit in size_t but not in the address space (past PTRDIFF_MAX).
+  EXPECT_EQ(collAllReduce(a_, a_, SIZE_MAX / sizeof(float), collFloat32, collSum, c_, nullptr), collInvalidArgument);
+  EXPECT_TRUE(mentions(collGetLastError(c_), "more than any buffer holds")) << collGetLastError(c_);
+  EXPECT_EQ(collBroadcast(a_, a_, size_t{PTRDIFF_MAX} + 1, collInt8, 0, c_, nullptr), collInvalidArgument);
   EXPECT_EQ(collAllReduce(a_, a_ + 1, 8, collFloat32, collSum, c_, nullptr), collInvalidArgument);
   EXPECT_TRUE(mentions(collGetLastError(c_), "overlap"));
   // The communicator still works after rejected calls.
@@ -131,6 +135,23 @@ TEST(Errors, GatherScatterInPlaceOnlyAtOwnBlock) {
     }
     ASSERT_EQ(rc, collSuccess) << collGetLastError(c);
     EXPECT_EQ(buf[4 * r], 3);
+  });
+}
+
+// A count whose byte size fits in size_t but is past PTRDIFF_MAX describes no buffer: it
+// is refused on every rank, and the communicator stays usable. The collective used to
+// start and copy past the buffers: ranks as threads crashed, ranks as processes failed
+// with collRemoteError and an unusable communicator.
+TEST(Errors, CountBeyondAnyBufferOnTwoRanks) {
+  Job job(2);
+  ASSERT_TRUE(job.ok());
+  job.run([&](int r, collComm_t c) {
+    uint16_t buf[64] = {};
+    EXPECT_EQ(collAllReduce(buf, buf, SIZE_MAX / 2, collFloat16, collSum, c, nullptr), collInvalidArgument);
+    EXPECT_TRUE(mentions(collGetLastError(c), "more than any buffer holds")) << collGetLastError(c);
+    int32_t v = r + 1;
+    ASSERT_EQ(collAllReduce(&v, &v, 1, collInt32, collSum, c, nullptr), collSuccess) << collGetLastError(c);
+    EXPECT_EQ(v, 3);
   });
 }
 

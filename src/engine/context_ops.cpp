@@ -92,6 +92,11 @@ coll::engine::CompressionSpec toSpec(const Compression& c, const Tensor& t, coll
     throw Error(collInvalidArgument, coll::strCat("tensor '", name, "': int8 block_size = ", s.blockSize, " must be positive"));
   if (s.kind == CompressKind::TopK && !(s.density > 0 && s.density <= 1))
     throw Error(collInvalidArgument, coll::strCat("tensor '", name, "': top-k density = ", s.density, " must be in (0, 1]"));
+  // Top-k sends 32-bit element indices. A larger tensor wrapped them (a corrupt sum when
+  // the exchange went dense) or was refused on the engine's thread, which stopped it.
+  if (s.kind == CompressKind::TopK && t.num_elements() > int64_t{UINT32_MAX})
+    throw Error(collInvalidArgument, coll::strCat("tensor '", name, "': top-k compression indexes elements with 32 bits, and ",
+                                                  t.num_elements(), " elements are more than ", UINT32_MAX));
   // Fields a kind does not use are normalised so they cannot cause false mismatches.
   if (s.kind != CompressKind::Int8) { s.blockSize = 0; s.stochastic = false; }
   if (s.kind != CompressKind::TopK) s.density = 0;

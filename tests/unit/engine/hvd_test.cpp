@@ -178,6 +178,27 @@ TEST(Hvd, ShapeTooLargeIsInvalidArgument) {
   });
 }
 
+// Top-k indexes elements with 32 bits: a larger tensor is refused at the call, and the
+// engine keeps serving. Nothing reads the (small) buffers behind the claimed shape.
+TEST(Hvd, TopkTensorBeyond32BitIndicesIsInvalidArgument) {
+  withComms(1, [&](int, collComm_t comm) {
+    auto ctx = hvd::Context::from_comm(comm);
+    std::vector<float> a(4, 1), o(4);
+    hvd::Tensor in{a.data(), collFloat32, {(int64_t(1) << 32) + 1}};
+    for (double density : {0.01, 1.0}) {
+      try {
+        ctx->allreduce_async(in, in, "topk-huge", {.compression = hvd::Compression::topk(density)}).wait();
+        ADD_FAILURE() << "top-k over 2^32 + 1 elements accepted (density " << density << ")";
+      } catch (const hvd::Error& e) {
+        EXPECT_EQ(e.code(), collInvalidArgument);
+        EXPECT_NE(std::string(e.what()).find("32 bits"), std::string::npos) << e.what();
+      }
+    }
+    ctx->allreduce_async(view(a), view(o), "fine", {.compression = hvd::Compression::topk(0.5)}).wait();
+    EXPECT_EQ(o[0] + o[1] + o[2] + o[3], 2.0f);
+  });
+}
+
 // Output and input may be the same buffer (in place) or apart. A partial overlap reached
 // the collective on the engine's thread, whose refusal stopped the engine on that rank:
 // every later call there failed, and ranks without the overlap waited in the collective.

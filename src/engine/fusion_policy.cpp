@@ -1,6 +1,7 @@
 #include "engine/fusion_policy.hpp"
 
 #include <cmath>
+#include <cstdint>
 
 namespace coll::engine {
 namespace {
@@ -59,15 +60,22 @@ std::vector<FusionGroup> planFusion(const std::vector<Response>& ready, const Fu
       groups.push_back(std::move(g));
       continue;
     }
+    int64_t elements = ready[i].error ? 0 : ready[i].meta.numElements();
     // Look ahead past incompatible tensors: the order within a round is arbitrary anyway,
     // and filling one buffer beats issuing several small collectives.
     for (size_t j = i + 1; j < ready.size(); ++j) {
       if (taken[j] || runsAlone(ready[j], p) || !fusable(ready[i], ready[j])) continue;
       size_t b = ready[j].meta.byteSize();
       if (g.bytes + b > p.thresholdBytes) continue;
+      // Top-k indexes the fused buffer's elements with 32 bits (each tensor is held under
+      // that at the call): a group past it would be refused on the engine's thread.
+      if (ready[i].meta.compression.kind == CompressKind::TopK &&
+          static_cast<uint64_t>(elements) + static_cast<uint64_t>(ready[j].meta.numElements()) > UINT32_MAX)
+        continue;
       taken[j] = true;
       g.members.push_back(j);
       g.bytes += b;
+      elements += ready[j].meta.numElements();
     }
     // A tensor that ends up alone gains nothing from staging: run it in place.
     if (g.members.size() == 1 && ready[i].meta.compression.kind == CompressKind::None)

@@ -77,6 +77,19 @@ TEST(FusionPolicy, LargeTensorsRunDirectAndCompressionAlwaysStages) {
   EXPECT_EQ(members(plan), (std::vector<std::vector<size_t>>{{0, 2}, {1}}));
 }
 
+// Top-k tensors fuse only while the group's elements fit the 32-bit indices the exchange
+// sends (each tensor alone is held under that when it is submitted).
+TEST(FusionPolicy, TopkGroupsStayWithin32BitIndices) {
+  const int64_t big = int64_t{3} << 30;  // 3 Gi elements: two of them pass 2^32
+  std::vector<Response> rs = {ar("a", big, collInt8), ar("b", big, collInt8), ar("c", 1000, collInt8)};
+  for (auto& r : rs) r.meta.compression.kind = CompressKind::TopK;
+  FusionParams p;
+  p.thresholdBytes = size_t{1} << 40;
+  EXPECT_EQ(members(planFusion(rs, p)), (std::vector<std::vector<size_t>>{{0, 2}, {1}}));
+  for (auto& r : rs) r.meta.compression.kind = CompressKind::None;  // no such bound
+  EXPECT_EQ(members(planFusion(rs, p)), (std::vector<std::vector<size_t>>{{0, 1, 2}}));
+}
+
 TEST(FusionBuffer, GrowsAlignedAndZeros) {
   FusionBuffers b;
   void* p = b.get(BufferSlot::Fused, 100);

@@ -360,12 +360,31 @@ class Root {
       if (r != except && byRank_[r] && byRank_[r]->state == Conn::State::Joined) byRank_[r]->out.push(f);
   }
 
+  // The ranks the job still waited for besides `failed`: those not joined while it forms,
+  // or not yet in the round in progress. A rank that gives up waiting for an unreachable
+  // or frozen one fails first, and the notice must not leave the others blaming it alone.
+  std::string stillWaitingFor(int failed) const {
+    constexpr int kNamed = 8;  // the notice stays short on a large job
+    std::string list;
+    int n = 0;
+    for (int r = 0; r < nranks_; ++r) {
+      if (r == failed || (formed_ ? contributions_ == 0 || contributed_[r] : byRank_[r] != nullptr)) continue;
+      if (n++ < kNamed)
+        list += strCat(list.empty() ? "" : ", ", formed_ ? bs::describeRank(r, peers_[r]) : strCat("rank ", r));
+    }
+    if (n == 0) return "";
+    if (n > kNamed) list += strCat(" and ", n - kNamed, " more");
+    return strCat("; the job was still waiting for ", list,
+                  formed_ ? " in a bootstrap all-gather or barrier" : " to join the rendezvous");
+  }
+
   // The failure detector: the first failure ends the job for everyone.
-  void reportFailure(int rank, const std::string& text) {
+  void reportFailure(int rank, const std::string& what) {
     if (failure_) {  // ranks leaving a job that already failed are no news
-      COLL_INFO("bootstrap root %s: %s", name_.c_str(), text.c_str());
+      COLL_INFO("bootstrap root %s: %s", name_.c_str(), what.c_str());
       return;
     }
+    std::string text = what + stillWaitingFor(rank);
     COLL_WARN("bootstrap root %s: %s", name_.c_str(), text.c_str());
     failure_ = textFrame(MsgType::Failure, static_cast<uint32_t>(rank), text);
     broadcast(failure_, rank);

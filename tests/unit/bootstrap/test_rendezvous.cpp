@@ -256,6 +256,39 @@ TEST(Rendezvous, RootOutOfDescriptorsEndsTheFormation) {
   EXPECT_NE(second.code, collSuccess);
 }
 
+// Rank 2 never joins (its host unreachable, or the process frozen). Rank 0 gives up first
+// and leaves; the notice rank 1 gets must name rank 2, not only rank 0, which did nothing
+// wrong.
+TEST(Rendezvous, RankGivingUpWhileFormingNoticeNamesTheMissingRank) {
+  UniqueIdData id = test::startJob(3, 10.0);
+  auto out = runRanks(2, [&](int r) { Bootstrap::connect(id, r, 3, r == 0 ? 0.5 : 5.0); });
+  EXPECT_EQ(out[0].code, collTimeout) << out[0].what;
+  EXPECT_EQ(out[1].code, collRemoteError) << out[1].what;
+  EXPECT_NE(out[1].what.find("rank 0"), std::string::npos) << out[1].what;
+  EXPECT_NE(out[1].what.find("waiting for rank 2 to join"), std::string::npos) << out[1].what;
+}
+
+// The same in a round of the formed job: rank 2 joined but never contributes.
+TEST(Rendezvous, RankGivingUpInARoundNoticeNamesTheSilentRank) {
+  UniqueIdData id = test::startJob(3, 10.0);
+  auto out = runRanks(3, [&](int r) {
+    auto b = Bootstrap::connect(id, r, 3, r == 0 ? 1.0 : 5.0);
+    if (r == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      b->close();
+      return;
+    }
+    int v = r;
+    b->allGather(&v, sizeof(v));
+  });
+  EXPECT_EQ(out[0].code, collTimeout) << out[0].what;
+  EXPECT_EQ(out[1].code, collRemoteError) << out[1].what;
+  EXPECT_NE(out[1].what.find("rank 0"), std::string::npos) << out[1].what;
+  EXPECT_NE(out[1].what.find("waiting for rank 2 (host"), std::string::npos) << out[1].what;
+  EXPECT_EQ(out[1].what.find("rank 1 (host"), std::string::npos) << out[1].what;
+  EXPECT_EQ(out[2].code, collSuccess) << out[2].what;
+}
+
 TEST(Rendezvous, SilentRankMakesAllGatherTimeOut) {
   UniqueIdData id = test::startJob(2, 3.0);
   auto out = runRanks(2, [&](int r) {

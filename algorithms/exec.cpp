@@ -97,7 +97,7 @@ void Progress::idle() {
 
 void Progress::checkHealth() {
   if (!deadline_) deadline_.emplace(comm_.timeoutSec());
-  comm_.checkHealth(*deadline_, what_);
+  comm_.checkHealth(*deadline_, what_, std::span<const int>(touchedPeers_.begin(), touchedPeers_.size()));
 }
 
 void Progress::waitAll(Xfer* const* xs, size_t n) {

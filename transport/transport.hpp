@@ -71,6 +71,9 @@ class Link {
   // Returns false when the link cannot be waited on through descriptors.
   virtual bool appendPollFds(std::vector<pollfd>* fds) { (void)fds; return false; }
   virtual const char* transportName() const = 0;
+  // Whether a posted send or receive has not completed yet: which peers an operation
+  // that timed out was still waiting on.
+  virtual bool pending() const = 0;
   // Whether sends honour Xfer::mirror; callers of links that do not copy it themselves.
   virtual bool copiesMirror() const { return false; }
   // Whether receives that reduce with `with` (`bytes` long) are best posted as reducing

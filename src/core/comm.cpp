@@ -7,6 +7,7 @@
 #include <mutex>
 #include <span>
 
+#include "bootstrap/protocol.hpp"
 #include "core/config_agree.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -272,16 +273,27 @@ std::string Comm::asyncErrorText() const {
   return asyncErrorText_;
 }
 
-void Comm::checkHealth(const Deadline& deadline, const char* what) {
+void Comm::checkHealth(const Deadline& deadline, const char* what, std::span<const int> waitedOn) {
   if (aborted_.load(std::memory_order_relaxed))
     COLL_THROW(collRemoteError, what, ": the communicator was aborted");
   auto now = std::chrono::steady_clock::now();
   auto every = std::chrono::milliseconds(cfg_.getInt(kHealthMs));
   if (now - lastHealthCheck_ < every) return;
   lastHealthCheck_ = now;
-  if (deadline.expired())
+  if (deadline.expired()) {
+    // Name the peers whose transfers are still open: on a cut link or a frozen host those
+    // include the unreachable ones, which "a peer" alone left the user to find.
+    std::string waiting;
+    int named = 0;
+    for (int p : waitedOn) {
+      if (p == rank_ || !links_[p] || !links_[p]->pending()) continue;
+      if (named++ == 8) { waiting += ", ..."; break; }
+      waiting += strCat(waiting.empty() ? "; still waiting on " : ", ",
+                        bs::describeRank(p, peers().at(p)), " over ", links_[p]->transportName());
+    }
     COLL_THROW(collTimeout, what, " on rank ", rank_, " did not complete within COLL_TIMEOUT=",
-               timeoutSec_, " s (a peer may be stuck or dead)");
+               timeoutSec_, " s", waiting, " (a peer may be stuck, dead or unreachable)");
+  }
   std::string why;
   if (boot_->failureReported(&why)) COLL_THROW(collRemoteError, what, " failed: ", why);
 }

@@ -10,6 +10,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,7 +83,9 @@ class Comm {
   Link& link(int peer) { return *links_[peer]; }
   // Called by waiters that made no progress: backs off, enforces the deadline, notices
   // aborts and failures reported by the bootstrap. Throws coll::Error.
-  void checkHealth(const Deadline& deadline, const char* what);
+  // `waitedOn`: the peers the waiter has posted transfers to; a timeout names those whose
+  // transfers are still open.
+  void checkHealth(const Deadline& deadline, const char* what, std::span<const int> waitedOn = {});
   // Scratch memory owned by the communicator (grown on demand, reused across calls).
   void* scratch(size_t bytes, int slot = 0);
 

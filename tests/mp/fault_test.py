@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Failure tests: a job under collectiverun in which one rank dies or hangs.
 
-  fault_test.py LAUNCHER PROG --mode die|hang|init|split|hvd --np N --transport tcp|shm|auto
+  fault_test.py LAUNCHER PROG --mode die|hang|stop|init|split|hvd --np N --transport tcp|shm|auto
                 [--victim R] [--coll-timeout S] [--limit S] [--coll NAME] [--count N]
                 [--root R] [--late R] [--kill-ms MS] [--hosts H] [--algo COLL_ALGO]
 
@@ -15,6 +15,9 @@ init, split, hvd: the same checks; the victim dies in collCommInitFromEnv (while
 hang: the last rank (or --victim) joins, then never calls a collective (mp_fault hang). Every other rank
       must fail with collTimeout within COLL_TIMEOUT plus 3 s of slack, and not before
       0.9 * COLL_TIMEOUT.
+stop: as hang, but the victim stops itself (SIGSTOP) in the middle of a collective: alive, its
+      connections open, but frozen. In hang and stop, each survivor's message must say which
+      peers it was still waiting on, and at least one must name the victim.
 
 --hosts H runs the ranks on H simulated hosts (COLL_HOST_ID=sim$((COLL_RANK % H))), so
 that each rank has shm and tcp links; --algo sets COLL_ALGO.
@@ -95,13 +98,16 @@ def check_reports(args, reports, wall, out):
     missing = survivors - set(reports)
     if missing:
         errors.append(f"ranks {sorted(missing)} did not report the failure")
-    for rank, (result, secs, _) in sorted(reports.items()):
-        if args.mode != "hang" and result not in ("collRemoteError", "collTimeout"):
+    waits = args.mode in ("hang", "stop")
+    for rank, (result, secs, msg) in sorted(reports.items()):
+        if waits and "still waiting on rank" not in msg:
+            errors.append(f"rank {rank}'s timeout does not say which peers it was waiting on: {msg}")
+        if not waits and result not in ("collRemoteError", "collTimeout"):
             errors.append(f"rank {rank} failed with {result}, expected collRemoteError or collTimeout")
-        if args.mode != "hang" and secs >= args.coll_timeout / 2:
+        if not waits and secs >= args.coll_timeout / 2:
             errors.append(f"rank {rank} took {secs:.2f} s to notice the dead peer "
                           f"(COLL_TIMEOUT={args.coll_timeout}: should be well before)")
-        if args.mode == "hang":
+        if waits:
             if secs > args.coll_timeout + 3:
                 errors.append(f"rank {rank} failed only after {secs:.2f} s (COLL_TIMEOUT={args.coll_timeout})")
             if result == "collTimeout" and secs < 0.9 * args.coll_timeout:
@@ -109,6 +115,8 @@ def check_reports(args, reports, wall, out):
                               f"before COLL_TIMEOUT={args.coll_timeout} passed")
             if result != "collTimeout":
                 errors.append(f"rank {rank} failed with {result}, expected collTimeout")
+    if waits and reports and not any(f"rank {args.victim} (host" in m for _, _, m in reports.values()):
+        errors.append(f"no survivor's timeout names rank {args.victim}, the one that hung or stopped")
     if args.mode == "hvd":
         back = {int(m.group(1)) for m in SHUTDOWN.finditer(out)}
         if survivors - back:
@@ -122,7 +130,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("launcher")
     ap.add_argument("prog")
-    ap.add_argument("--mode", choices=["die", "hang", "init", "split", "hvd"], required=True)
+    ap.add_argument("--mode", choices=["die", "hang", "stop", "init", "split", "hvd"], required=True)
     ap.add_argument("--np", type=int, default=3)
     ap.add_argument("--transport", choices=["tcp", "shm", "auto"], required=True)
     ap.add_argument("--victim", type=int, help="the rank that dies or hangs (default: the last)")

@@ -2,6 +2,8 @@
 //
 //   mp_fault die   VICTIM  VICTIM kills itself (SIGKILL) while a large collective is in flight
 //   mp_fault hang  VICTIM  VICTIM joins the communicator, then never calls a collective
+//   mp_fault stop  VICTIM  VICTIM stops itself (SIGSTOP) while a large collective is in
+//                          flight: alive, its sockets open, but frozen
 //   mp_fault init  VICTIM  VICTIM kills itself while it waits in collCommInitFromEnv for
 //                          rank --late, which starts its own 1 s late
 //   mp_fault split VICTIM  the ranks loop collCommSplit (by parity) and an all-reduce on
@@ -11,7 +13,7 @@
 //                          allreduce_async in flight; the others' synchronize must throw
 //
 // Options:
-//   --coll NAME   die, hang: the collective in the loop: allreduce (default), broadcast,
+//   --coll NAME   die, hang, stop: the collective in the loop: allreduce (default), broadcast,
 //                 reduce, allgather, reducescatter, alltoall, barrier, sendrecv (a ring of
 //                 collSend/collRecv in one group), recv (every other rank receives from
 //                 VICTIM, which sends to all of them in one group)
@@ -75,11 +77,13 @@ const char* resultName(collResult_t rc) {
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-[[noreturn]] void killSelf(int rank, const char* during) {
-  std::printf("rank %d: raising SIGKILL %s\n", rank, during);
+// SIGKILL, or SIGSTOP (the process stays, frozen, until the launcher kills it).
+[[noreturn]] void killSelf(int rank, const char* during, int sig = SIGKILL) {
+  std::printf("rank %d: raising %s %s\n", rank, sig == SIGSTOP ? "SIGSTOP" : "SIGKILL", during);
   std::fflush(stdout);
-  raise(SIGKILL);
-  std::abort();  // not reached
+  raise(sig);
+  std::this_thread::sleep_for(std::chrono::seconds(60));  // continued: still take no part
+  std::abort();
 }
 
 int report(int rank, collResult_t rc, double s, int it, const char* msg) {
@@ -145,11 +149,12 @@ collResult_t issue(const Options& o, collComm_t comm, int rank, int nranks, Buff
 }
 
 [[noreturn]] void die(const Options& o, int rank, int nranks, collComm_t comm, Buffers& b) {
+  const int sig = o.mode == "stop" ? SIGSTOP : SIGKILL;
   if (o.coll == "sendrecv" || o.coll == "recv") {
     // The group blocks: kill this process from another thread once the transfer started.
-    std::thread([rank] {
+    std::thread([rank, sig] {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      killSelf(rank, "during a group of sends and receives");
+      killSelf(rank, "during a group of sends and receives", sig);
     }).detach();
     issue(o, comm, rank, nranks, b, nullptr);
     // A small transfer may be done before the timer: stop here, so that the peers
@@ -163,12 +168,12 @@ collResult_t issue(const Options& o, collComm_t comm, int rank, int nranks, Buff
     std::fprintf(stderr, "rank %d: starting %s failed: %s\n", rank, o.coll.c_str(), collGetErrorString(rc));
   // Let the transfer get going so that the peers lose us mid-operation.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  killSelf(rank, ("during " + o.coll).c_str());
+  killSelf(rank, ("during " + o.coll).c_str(), sig);
 }
 
 // The survivors' loop: returns the process exit code.
 int survive(const Options& o, int rank, int nranks, collComm_t comm, Buffers& b) {
-  bool hang = o.mode == "hang", split = o.mode == "split";
+  bool hang = o.mode == "hang" || o.mode == "stop", split = o.mode == "split";
   auto start = Clock::now();
   int it = 0;
   for (; Clock::now() - start < kLoopFor; ++it) {
@@ -284,7 +289,8 @@ int hvdMode(const Options& o) {
 bool parse(int argc, char** argv, Options& o) {
   if (argc < 3) return false;
   o.mode = argv[1];
-  if (o.mode != "die" && o.mode != "hang" && o.mode != "init" && o.mode != "split" && o.mode != "hvd")
+  if (o.mode != "die" && o.mode != "hang" && o.mode != "stop" && o.mode != "init" && o.mode != "split" &&
+      o.mode != "hvd")
     return false;
   o.victim = std::atoi(argv[2]);
   for (int i = 3; i + 1 < argc; i += 2) {
@@ -309,7 +315,7 @@ bool parse(int argc, char** argv, Options& o) {
 int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
-    std::fprintf(stderr, "usage: %s die|hang|init|split|hvd VICTIM [--coll NAME] [--count N] "
+    std::fprintf(stderr, "usage: %s die|hang|stop|init|split|hvd VICTIM [--coll NAME] [--count N] "
                          "[--root R] [--late R] [--kill-ms MS]\n", argv[0]);
     return 2;
   }
@@ -337,7 +343,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::seconds(60));
     return 0;
   }
-  if (rank == o.victim && o.mode == "die") {
+  if (rank == o.victim && (o.mode == "die" || o.mode == "stop")) {
     for (int it = 0; it < kVictimIteration; ++it) issue(o, comm, rank, nranks, b, nullptr);
     die(o, rank, nranks, comm, b);
   }

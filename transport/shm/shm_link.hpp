@@ -152,6 +152,7 @@ class ShmLink final : public Link {
   bool progress() override;
   void waitActivity(int timeoutMs) override;
   const char* transportName() const override { return "shm"; }
+  bool pending() const override { return !sendQ_.empty() || !ackQ_.empty() || !recvQ_.empty(); }
   bool copiesMirror() const override { return true; }
   // Yes between threads of one process, and for collMemAlloc memory: a peer that
   // allocates alike has its data mapped here. Other data only the kernel can copy, into
@@ -226,7 +227,6 @@ class ShmLink final : public Link {
   void wakePeer();
   void throwIfFailed() const;
   [[noreturn]] void fail(collResult_t code, const std::string& msg);
-  bool pending() const { return !sendQ_.empty() || !ackQ_.empty() || !recvQ_.empty(); }
 
   Segment seg_;
   int side_;

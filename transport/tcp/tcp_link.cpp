@@ -200,6 +200,13 @@ bool TcpLink::progress() {
   return moved;
 }
 
+bool TcpLink::pending() const {
+  auto open = [](const Queue& q) {
+    return std::any_of(q.msgs.begin(), q.msgs.end(), [](const Msg& m) { return m.left > 0; });
+  };
+  return open(sendQ_) || open(recvQ_);
+}
+
 void TcpLink::waitActivity(int timeoutMs) {
   pfds_.clear();
   appendPollFds(&pfds_);

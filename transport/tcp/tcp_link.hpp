@@ -25,6 +25,7 @@ class TcpLink : public Link {
   void waitActivity(int timeoutMs) override;
   bool appendPollFds(std::vector<pollfd>* fds) override;
   const char* transportName() const override { return "tcp"; }
+  bool pending() const override;
 
   int streams() const { return static_cast<int>(socks_.size()); }
 

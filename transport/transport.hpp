@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -97,6 +98,7 @@ struct TransportContext {
   std::vector<int> pids;               // per rank
   std::string jobTag;                  // short unique tag of this communicator (hex), for names
   const uint8_t* secret = nullptr;     // 32-byte job secret; connections must prove it
+  const std::atomic<bool>* cancel = nullptr;  // waits for peers fail once it turns true
   sockaddr_storage root{};             // the rendezvous root: pick interfaces that reach it
   double timeoutSec = 300;
 };

@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -78,8 +79,13 @@ class Bootstrap {
   virtual ~Bootstrap() = default;
   // Connects to the root named in `id` (retrying until the deadline while it is not
   // up yet), proves the secret, and learns every rank's PeerInfo.
+  // `cancel` (may be null): while it is set, waits for the root's answers end with
+  // collRemoteError once it turns true; see setCancel.
   static std::unique_ptr<Bootstrap> connect(const UniqueIdData& id, int rank, int nranks,
-                                            double timeoutSec);
+                                            double timeoutSec, const std::atomic<bool>* cancel = nullptr);
+  // Replaces the flag given to connect (null: none). A communicator made by collCommSplit
+  // watches its parent's abort flag while it forms, and must stop before the parent goes.
+  virtual void setCancel(const std::atomic<bool>* cancel) { (void)cancel; }
 
   virtual int rank() const = 0;
   virtual int nranks() const = 0;

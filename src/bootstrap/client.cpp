@@ -34,8 +34,12 @@ struct Reply {
 
 class SocketBootstrap final : public Bootstrap {
  public:
-  SocketBootstrap(Socket s, int rank, int nranks, double timeoutSec, std::string rootName)
-      : sock_(std::move(s)), rank_(rank), nranks_(nranks), timeoutSec_(timeoutSec), root_(std::move(rootName)) {}
+  SocketBootstrap(Socket s, int rank, int nranks, double timeoutSec, std::string rootName,
+                  const std::atomic<bool>* cancel)
+      : sock_(std::move(s)), cancel_(cancel), rank_(rank), nranks_(nranks), timeoutSec_(timeoutSec),
+        root_(std::move(rootName)) {}
+
+  void setCancel(const std::atomic<bool>* cancel) override { cancel_.store(cancel); }
 
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
@@ -143,6 +147,8 @@ class SocketBootstrap final : public Bootstrap {
       }
       throwIfFailed(what);
       if (!rootGone_.empty()) COLL_THROW(collRemoteError, what, " on rank ", rank_, ": ", rootGone_);
+      if (const std::atomic<bool>* c = cancel_.load(); c && c->load())
+        COLL_THROW(collRemoteError, what, " on rank ", rank_, ": the communicator being split was aborted");
       if (dl.expired())
         COLL_THROW(collTimeout, what, " on rank ", rank_, " timed out after ", timeoutSec_,
                    " s (bootstrap root at ", root_, "; raise COLL_TIMEOUT if ranks are just slow)");
@@ -217,6 +223,7 @@ class SocketBootstrap final : public Bootstrap {
   }
 
   Socket sock_;
+  std::atomic<const std::atomic<bool>*> cancel_;
   std::string rootGone_;  // why the root connection ended, if it did
   int rank_;
   int nranks_;
@@ -233,7 +240,8 @@ class SocketBootstrap final : public Bootstrap {
 
 }  // namespace
 
-std::unique_ptr<Bootstrap> Bootstrap::connect(const UniqueIdData& id, int rank, int nranks, double timeoutSec) {
+std::unique_ptr<Bootstrap> Bootstrap::connect(const UniqueIdData& id, int rank, int nranks, double timeoutSec,
+                                              const std::atomic<bool>* cancel) {
   COLL_CHECK_ARG(nranks >= 1 && nranks <= bs::kMaxRanks, "Bootstrap::connect: nranks = ", nranks,
                  " is outside [1, ", bs::kMaxRanks, "]");
   COLL_CHECK_ARG(rank >= 0 && rank < nranks, "Bootstrap::connect: rank = ", rank, " is outside [0, nranks = ",
@@ -256,7 +264,7 @@ std::unique_ptr<Bootstrap> Bootstrap::connect(const UniqueIdData& id, int rank, 
   } catch (const Error& e) {
     COLL_THROW(e.code(), "rank ", rank, ": bootstrap handshake with the root at ", root, " failed: ", e.what());
   }
-  auto b = std::make_unique<SocketBootstrap>(std::move(s), rank, nranks, timeoutSec, root);
+  auto b = std::make_unique<SocketBootstrap>(std::move(s), rank, nranks, timeoutSec, root, cancel);
   b->waitWelcome(dl);
   COLL_TRACE("rank %d: joined the bootstrap at %s with %d ranks", rank, root.c_str(), nranks);
   return b;

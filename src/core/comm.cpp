@@ -58,7 +58,7 @@ void printBannerOnce(const Comm& comm, const std::string& transports) {
 
 }  // namespace
 
-std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks) {
+std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks, const std::atomic<bool>* cancel) {
   std::unique_ptr<Comm> c(new Comm());
   LogRankScope logScope(rank);
   c->rank_ = rank;
@@ -71,7 +71,8 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks)
   // overflows, and every wait returned at once as timed out (Deadline caps there too).
   COLL_CHECK_ARG(c->timeoutSec_ <= 1e9, "COLL_TIMEOUT must be at most 1000000000 seconds (got ",
                  c->cfg_.getStr(kTimeout), ")");
-  c->boot_ = Bootstrap::connect(id, rank, nranks, c->timeoutSec_);
+  c->boot_ = Bootstrap::connect(id, rank, nranks, c->timeoutSec_, cancel);
+  c->cancelForming_ = cancel;
   try {
     // After joining the rendezvous, so that a rank whose tunables, COLL_ALGO or tuner
     // plugin fail (a plugin missing on one host) tells the others instead of leaving them waiting
@@ -87,6 +88,8 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks)
     c->boot_->abort(std::string("rank ") + std::to_string(rank) + " failed to initialise: " + e.what());
     throw;
   }
+  c->boot_->setCancel(nullptr);  // the flag's owner may go before this communicator
+  c->cancelForming_ = nullptr;
   return c;
 }
 
@@ -201,6 +204,7 @@ void Comm::connectTransports() {
   ctx.cfg = &cfg_;
   ctx.bootstrap = boot_.get();
   ctx.timeoutSec = timeoutSec_;
+  ctx.cancel = cancelForming_;
   ctx.root = id_.root;
   char tag[32];
   snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(id_.jobNonce));

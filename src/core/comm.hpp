@@ -36,11 +36,16 @@ void checkSelfPairs(int rank, const std::vector<const OpArgs*>& ops);
 class Comm {
  public:
   // Connects to the job named by `id` as `rank` of `nranks`. Collective over the ranks.
-  static std::unique_ptr<Comm> create(const UniqueIdData& id, int rank, int nranks);
+  // `cancel` (may be null): the waits for the other ranks fail once it turns true (the
+  // parent's abort flag, for collCommSplit); it is no longer read once create returns.
+  static std::unique_ptr<Comm> create(const UniqueIdData& id, int rank, int nranks,
+                                      const std::atomic<bool>* cancel = nullptr);
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
+  // Set by abort(); communicators split from this one watch it while they form.
+  const std::atomic<bool>& abortFlag() const { return aborted_; }
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   const Config& config() const { return cfg_; }
@@ -134,6 +139,7 @@ class Comm {
   mutable std::mutex errMu_;
   std::string asyncErrorText_;
   std::atomic<bool> aborted_{false};
+  const std::atomic<bool>* cancelForming_ = nullptr;  // create's `cancel`, while it runs
 
   // Ordering of operations: execMu_ is held while one runs; queue_ holds nonblocking
   // operations (and blocking ones that arrived behind them).

@@ -80,7 +80,10 @@ extern "C" COLL_EXPORT collResult_t collCommSplit(collComm_t comm, int color, in
     collUniqueId theirs;
     memcpy(&theirs, ids.data() + static_cast<size_t>(leader) * sizeof(theirs), sizeof(theirs));
     auto handle = std::make_unique<collComm>();
-    handle->impl = Comm::create(UniqueIdData::decode(theirs), newRank, static_cast<int>(members.size()));
+    // The new communicator forms while the parent's abort may come from another thread:
+    // its waits for the other members end then, as the parent's own calls do.
+    handle->impl = Comm::create(UniqueIdData::decode(theirs), newRank, static_cast<int>(members.size()),
+                                &parent.abortFlag());
 #if COLL_HAVE_CUDA
     attachCuda(*handle);
 #endif

@@ -147,6 +147,9 @@ void Acceptor::run(const Deadline& deadline) {
     if (ctx_.bootstrap->failureReported(&why))
       COLL_THROW(collRemoteError, "tcp: rank ", ctx_.rank, " stopped waiting for connections (missing: ",
                  missingList(), "): ", why);
+    if (ctx_.cancel && ctx_.cancel->load())
+      COLL_THROW(collRemoteError, "tcp: rank ", ctx_.rank, " stopped waiting for connections (missing: ",
+                 missingList(), "): the communicator being split was aborted");
     pfds.assign(1, pollfd{fd_, POLLIN, 0});
     for (auto& p : pending_) pfds.push_back(pollfd{p.sock.fd(), POLLIN, 0});
     int rc = poll(pfds.data(), pfds.size(), std::min(deadline.remainingMs(), 100));

@@ -13,6 +13,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/protocol.hpp"
+#include "core/comm.hpp"
 #include "core/error.hpp"
 #include "test_util.hpp"
 
@@ -114,7 +115,7 @@ TEST(Rendezvous, DuplicateRankAndWrongSizeAreRejectedJobStillForms) {
   auto first = Bootstrap::connect;  // rank 0 joins in a thread, then the impostors, then rank 1
   std::atomic<bool> rank0In{false};
   std::thread r0([&] {
-    auto b = first(id, 0, 2, 3.0);
+    auto b = first(id, 0, 2, 3.0, nullptr);
     rank0In = true;
     int v = 7;
     auto all = b->allGather(&v, sizeof(v));
@@ -287,6 +288,42 @@ TEST(Rendezvous, RankGivingUpInARoundNoticeNamesTheSilentRank) {
   EXPECT_NE(out[1].what.find("waiting for rank 2 (host"), std::string::npos) << out[1].what;
   EXPECT_EQ(out[1].what.find("rank 1 (host"), std::string::npos) << out[1].what;
   EXPECT_EQ(out[2].code, collSuccess) << out[2].what;
+}
+
+// collCommSplit forms the new communicator with the parent's abort flag as `cancel`: a
+// member that never comes (frozen, its host cut off) must not keep the thread in the
+// split for COLL_TIMEOUT after the parent was aborted, whether the member never joins
+// (the wait for the rendezvous) or joins and then stays silent (the first round).
+TEST(Rendezvous, CancelEndsTheWaitsOfACommunicatorForming) {
+  // Without the cancel, the waits would last this long (instead of the default 300 s).
+  struct Timeout {
+    const char* was = getenv("COLL_TIMEOUT");
+    std::string old = was ? was : "";
+    Timeout() { setenv("COLL_TIMEOUT", "10", 1); }
+    ~Timeout() { was ? setenv("COLL_TIMEOUT", old.c_str(), 1) : unsetenv("COLL_TIMEOUT"); }
+  } timeout;
+  for (bool joins : {false, true}) {
+    SCOPED_TRACE(joins ? "rank 1 joins, then stays silent" : "rank 1 never joins");
+    UniqueIdData id = test::startJob(2, 20.0);
+    std::atomic<bool> cancel{false};
+    std::unique_ptr<Bootstrap> silent;
+    std::thread other([&] {
+      if (joins) silent = Bootstrap::connect(id, 1, 2, 20.0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      cancel = true;
+    });
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      Comm::create(id, 0, 2, &cancel);
+      ADD_FAILURE() << "formed without rank 1";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), collRemoteError) << e.what();
+      EXPECT_NE(std::string(e.what()).find("aborted"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(test::secondsSince(t0), 2.0);
+    other.join();
+    if (silent) silent->close();
+  }
 }
 
 TEST(Rendezvous, SilentRankMakesAllGatherTimeOut) {

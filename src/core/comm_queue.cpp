@@ -1,0 +1,149 @@
+// Nonblocking operations: the communicator's queue, the worker thread that runs it, and
+// the requests that report completion.
+#include <chrono>
+#include <mutex>
+
+#include "algorithms/exec.hpp"
+#include "core/comm.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/types.hpp"
+
+namespace coll {
+
+std::shared_ptr<Request> Comm::submit(std::vector<OpArgs> ops) {
+  auto req = std::make_shared<Request>(std::move(ops));
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    if (stopping_) COLL_THROW(collInvalidUsage, "communicator is being destroyed");
+    queue_.push_back(req);
+    pending_.fetch_add(1, std::memory_order_release);
+    if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
+  }
+  queueCv_.notify_one();
+  return req;
+}
+
+void Comm::runQueued(const std::shared_ptr<Request>& req) {
+  try {
+    if (asyncError_.load() != collSuccess)
+      COLL_THROW(asyncError_.load(), "communicator is unusable after an earlier error: ",
+                 asyncErrorText());
+    std::lock_guard<std::mutex> exec(execMu_);
+    executeOps(req->ops.data(), req->ops.size());
+    req->finish(collSuccess, "");
+  } catch (const Error& e) {
+    req->finish(e.code(), e.what());
+  } catch (const std::exception& e) {
+    req->finish(collInternalError, e.what());
+  }
+}
+
+namespace {
+bool isP2POnly(const Request& r) {
+  for (const OpArgs& op : r.ops)
+    if (!op.isP2P()) return false;
+  return !r.ops.empty();
+}
+}  // namespace
+
+// Nonblocking sends and receives must progress together (a rank may post a receive and
+// then the matching send), so the worker admits every point-to-point request that
+// reaches the head of the queue into one progress loop instead of running them in turn.
+void Comm::runQueuedP2P() {
+  struct Active {
+    std::shared_ptr<Request> req;
+    std::unique_ptr<Xfer[]> xs;
+  };
+  std::lock_guard<std::mutex> exec(execMu_);
+  if (closed_) {  // aborted: the links are gone; fail what is queued instead of using them
+    std::lock_guard<std::mutex> lock(queueMu_);
+    while (!queue_.empty() && isP2POnly(*queue_.front())) {
+      queue_.front()->finish(collRemoteError, "communicator aborted");
+      queue_.pop_front();
+      pending_.fetch_sub(1, std::memory_order_release);
+    }
+    return;
+  }
+  std::vector<Active> active;
+  try {
+    Progress pg(*this, "nonblocking send/recv");
+    for (;;) {
+      bool acted = false;
+      {
+        std::lock_guard<std::mutex> lock(queueMu_);
+        while (!queue_.empty() && isP2POnly(*queue_.front())) {
+          Active a{queue_.front(), nullptr};
+          queue_.pop_front();
+          pending_.fetch_sub(1, std::memory_order_release);
+          a.xs.reset(new Xfer[a.req->ops.size()]);
+          for (size_t i = 0; i < a.req->ops.size(); ++i) {
+            const OpArgs& op = a.req->ops[i];
+            size_t bytes = op.count * typeSize(op.dtype);
+            if (op.kind == OpKind::Send) pg.send(op.root, op.sendbuf, bytes, &a.xs[i]);
+            else pg.recv(op.root, op.recvbuf, bytes, &a.xs[i], true);
+          }
+          active.push_back(std::move(a));
+          acted = true;
+        }
+      }
+      if (active.empty()) return;
+      acted |= pg.poll();
+      for (size_t k = 0; k < active.size();) {
+        bool done = true;
+        for (size_t i = 0; i < active[k].req->ops.size(); ++i) done &= active[k].xs[i].complete;
+        if (done) {
+          active[k].req->finish(collSuccess, "");
+          active.erase(active.begin() + k);
+          acted = true;
+        } else {
+          ++k;
+        }
+      }
+      if (acted) pg.progressed();
+      else pg.idle();
+    }
+  } catch (const Error& e) {
+    setAsyncError(e.code(), e.what());
+    for (auto& a : active) a.req->finish(e.code(), e.what());
+  }
+}
+
+void Comm::workerLoop() {
+  LogRankScope logScope(rank_);
+  for (;;) {
+    std::shared_ptr<Request> req;
+    {
+      std::unique_lock<std::mutex> lock(queueMu_);
+      queueCv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      req = queue_.front();
+    }
+    if (isP2POnly(*req)) {
+      runQueuedP2P();
+      continue;
+    }
+    runQueued(req);
+    std::lock_guard<std::mutex> lock(queueMu_);
+    queue_.pop_front();
+    pending_.fetch_sub(1, std::memory_order_release);
+  }
+}
+
+void Request::finish(collResult_t code, std::string msg) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_.load()) return;
+    result_ = code;
+    message_ = std::move(msg);
+    done_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+bool Request::wait(double timeoutSec) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::duration<double>(timeoutSec), [&] { return done_.load(); });
+}
+
+}  // namespace coll

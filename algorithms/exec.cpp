@@ -10,7 +10,7 @@
 namespace coll {
 
 Progress::Progress(Comm& comm, const char* what)
-    : comm_(comm), what_(what), backoff_(comm.hot().spinCount, comm.hot().maxSleepUs) {}
+    : comm_(comm), what_(what), call_(comm.currentCall()), backoff_(comm.hot().spinCount, comm.hot().maxSleepUs) {}
 
 void Progress::touch(int peer) {
   if (std::find(touchedPeers_.begin(), touchedPeers_.end(), peer) != touchedPeers_.end()) return;
@@ -24,6 +24,7 @@ void Progress::send(int peer, const void* buf, size_t bytes, Xfer* x, void* mirr
   x->buf = const_cast<void*>(buf);
   x->bytes = bytes;
   x->mirror = mirror;
+  x->call = call_;
   comm_.link(peer).postSend(x);
 }
 
@@ -36,6 +37,7 @@ void Progress::recv(int peer, void* buf, size_t bytes, Xfer* x, bool assist, boo
   x->bytes = bytes;
   x->assist = assist;
   x->cold = cold;
+  x->call = call_;
   comm_.link(peer).postRecv(x);
 }
 
@@ -48,6 +50,7 @@ void Progress::recvReduce(int peer, void* buf, const void* with, size_t bytes, c
   x->with = with;
   x->dtype = dt;
   x->op = op;
+  x->call = call_;
   comm_.link(peer).postRecv(x);
 }
 

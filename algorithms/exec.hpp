@@ -77,6 +77,7 @@ class Progress {
 
   Comm& comm_;
   const char* what_;
+  uint64_t call_;  // stamped on every transfer (Xfer::call)
   // The operation's deadline starts at its first health check, not at construction: a
   // clock read costs about as much as a whole small operation between two cores, and
   // most small operations finish before their first check (after 256 idle polls, a few

@@ -4,7 +4,8 @@
 // A Link is a bidirectional, ordered connection to one peer. Sends are matched to
 // receives by order per direction (the n-th send posted on rank A's link to B lands in
 // the n-th receive B posts on its link to A); both sizes must agree, and a transport
-// reports a mismatch as collRemoteError instead of corrupting memory.
+// reports a mismatch as collRemoteError instead of corrupting memory. Messages also
+// carry their call's signature (Xfer::call), compared the same way.
 // Links are not thread-safe: one thread at a time posts and progresses a link.
 #pragma once
 
@@ -54,6 +55,10 @@ struct Xfer {
   const void* with = nullptr;
   collDataType_t dtype = collFloat32;
   collRedOp_t op = collSum;
+  // The signature of the call this transfer belongs to (core/call_sig.hpp): sends carry
+  // it, and a receive whose incoming message carries another fails with
+  // collInvalidUsage naming both calls. 0: not stamped (matches anything).
+  uint64_t call = 0;
 };
 
 class Link {
@@ -75,6 +80,10 @@ class Link {
   // Whether a posted send or receive has not completed yet: which peers an operation
   // that timed out was still waiting on.
   virtual bool pending() const = 0;
+  // The call signature (Xfer::call) of the next incoming message when its header has
+  // arrived and no receive is posted for it; 0 otherwise (or when the transport cannot
+  // tell). Lets a waiter see a message that its call will never claim.
+  virtual uint64_t unclaimedCall() { return 0; }
   // Whether sends honour Xfer::mirror; callers of links that do not copy it themselves.
   virtual bool copiesMirror() const { return false; }
   // Whether receives that reduce with `with` (`bytes` long) are best posted as reducing

@@ -24,7 +24,7 @@ namespace coll {
 class Config;
 
 constexpr uint32_t kIdMagic = 0x434f4c4cu;  // "COLL"
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = 2;  // 2: link messages carry call signatures
 constexpr size_t kSecretBytes = 32;
 
 // The decoded form of a collUniqueId.

@@ -8,6 +8,7 @@
 #include <span>
 
 #include "bootstrap/protocol.hpp"
+#include "core/call_sig.hpp"
 #include "core/config_agree.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -295,11 +296,23 @@ void Comm::checkHealth(const Deadline& deadline, const char* what, std::span<con
       waiting += strCat(waiting.empty() ? "; still waiting on " : ", ",
                         bs::describeRank(p, peers().at(p)), " over ", links_[p]->transportName());
     }
+    // Which call this rank is in: where ranks wait in different calls without a message
+    // between them, the ranks' timeout messages side by side show it.
     COLL_THROW(collTimeout, what, " on rank ", rank_, " did not complete within COLL_TIMEOUT=",
-               timeoutSec_, " s", waiting, " (a peer may be stuck, dead or unreachable)");
+               timeoutSec_, " s", waiting, " (a peer may be stuck, dead or unreachable",
+               callSig_ ? strCat(", or in another call than this rank's ", describeCall(callSig_)) : std::string(), ")");
   }
   std::string why;
   if (boot_->failureReported(&why)) COLL_THROW(collRemoteError, what, " failed: ", why);
+  // Calls that differ can also leave every rank waiting for a message nobody sends, with
+  // the messages that were sent unclaimed (a barrier on one rank, an all-reduce on the
+  // others): the first such message says how the calls differ.
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_ || !links_[p]) continue;
+    const uint64_t theirs = links_[p]->unclaimedCall();
+    if (unclaimable(theirs, callSig_))
+      COLL_THROW(collInvalidUsage, what, ": ", callMismatchText(p, theirs, rank_, callSig_));
+  }
 }
 
 void Comm::run(std::vector<OpArgs> ops) {
@@ -343,6 +356,7 @@ void Comm::executeOps(const OpArgs* opsBegin, size_t nops) {
         p2p.push_back(&op);
         continue;
       }
+      callSig_ = callSignature(op, callIndex_++);
       if (op.count == 0 && op.kind != OpKind::Barrier) continue;
       if (op.kind == OpKind::Barrier) {
         OpArgs b = op;
@@ -363,10 +377,22 @@ void Comm::executeOps(const OpArgs* opsBegin, size_t nops) {
     }
     if (!p2p.empty()) executeP2P(p2p);
   } catch (const Error& e) {
-    setAsyncError(e.code(), e.what());
+    operationFailed(e);
     COLL_WARN("%s", e.what());
     throw;
   }
+}
+
+// The communicator is unusable from here on. A failure found on this rank (calls that
+// differ, a system error) is also reported to the job: the other ranks cannot complete
+// anything with this one any more, and at their next health check they fail with its
+// reason instead of waiting out COLL_TIMEOUT. A peer's failure, or a timeout (which every
+// waiting rank reaches by itself), is no news to the job.
+void Comm::operationFailed(const Error& e) {
+  const bool first = asyncError_.load() == collSuccess;
+  setAsyncError(e.code(), e.what());
+  if (first && e.code() != collRemoteError && e.code() != collTimeout && boot_)
+    boot_->abort(strCat("its communicator failed: ", e.what()));
 }
 
 namespace {
@@ -390,6 +416,7 @@ void checkSelfPairs(int rank, const std::vector<const OpArgs*>& ops) {
 
 void Comm::executeP2P(const std::vector<const OpArgs*>& ops) {
   checkSelfPairs(rank_, ops);
+  callSig_ = p2pSignature();
   Progress pg(*this, "send/recv");
   // A send whose buffer a receive of the same group also writes (an in-place exchange:
   // send a buffer, receive its replacement) leaves from a copy taken now: single-copy

@@ -26,6 +26,7 @@
 
 namespace coll {
 
+class Error;
 class Request;
 
 // Sends to self and receives from self pair up in order, with equal sizes (the i-th send
@@ -86,6 +87,9 @@ class Comm {
 
   // For algorithms: the link to a peer (never self).
   Link& link(int peer) { return *links_[peer]; }
+  // The signature (core/call_sig.hpp) of the call running now, which Progress stamps on
+  // every transfer it posts.
+  uint64_t currentCall() const { return callSig_; }
   // Called by waiters that made no progress: backs off, enforces the deadline, notices
   // aborts and failures reported by the bootstrap. Throws coll::Error.
   // `waitedOn`: the peers the waiter has posted transfers to; a timeout names those whose
@@ -112,6 +116,7 @@ class Comm {
   LocalNet interHostInterface() const;
   void executeOps(const OpArgs* ops, size_t n);
   void executeP2P(const std::vector<const OpArgs*>& ops);
+  void operationFailed(const Error& e);
   void runQueued(const std::shared_ptr<Request>& req);
   void runQueuedP2P();
   void workerLoop();
@@ -145,6 +150,8 @@ class Comm {
   // operations (and blocking ones that arrived behind them).
   std::mutex execMu_;
   bool closed_ = false;  // under execMu_: destroy() or abort() has released the links
+  uint64_t callSig_ = 0;    // under execMu_: the running call's signature
+  uint64_t callIndex_ = 0;  // under execMu_: collective calls started so far
   std::mutex queueMu_;
   std::condition_variable queueCv_;
   std::deque<std::shared_ptr<Request>> queue_;

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "algorithms/exec.hpp"
+#include "core/call_sig.hpp"
 #include "core/comm.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -67,6 +68,7 @@ void Comm::runQueuedP2P() {
   }
   std::vector<Active> active;
   try {
+    callSig_ = p2pSignature();
     Progress pg(*this, "nonblocking send/recv");
     for (;;) {
       bool acted = false;
@@ -104,7 +106,7 @@ void Comm::runQueuedP2P() {
       else pg.idle();
     }
   } catch (const Error& e) {
-    setAsyncError(e.code(), e.what());
+    operationFailed(e);
     for (auto& a : active) a.req->finish(e.code(), e.what());
   }
 }

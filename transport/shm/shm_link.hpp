@@ -78,6 +78,7 @@ struct Record {
   uint32_t tag;
   uint32_t seq;    // low 32 bits of the record's index in its direction
   uint64_t bytes;  // message size
+  uint64_t call;   // the call's signature (Xfer::call)
   uint64_t addr;   // single-copy: the sender's buffer
   RegionRef region;  // single-copy: the collMemAlloc region holding it, if any
 };
@@ -101,7 +102,7 @@ inline uint64_t sealWord(uint32_t tag, uint32_t seq, uint64_t key) {
 constexpr size_t kMirrorStreamMin = size_t{256} << 10;
 // Pieces of cold receives (Xfer::cold) at least this large land with streaming stores.
 constexpr size_t kColdStreamMin = size_t{4} << 10;
-constexpr size_t kInlineOffset = 16;
+constexpr size_t kInlineOffset = 24;
 constexpr size_t kInlineMax = kLine - kInlineOffset;
 // Most bytes one progress() call copies per direction, so that one busy link cannot
 // starve the caller's other links (the ring algorithms progress two at once), and so
@@ -153,6 +154,7 @@ class ShmLink final : public Link {
   void waitActivity(int timeoutMs) override;
   const char* transportName() const override { return "shm"; }
   bool pending() const override { return !sendQ_.empty() || !ackQ_.empty() || !recvQ_.empty(); }
+  uint64_t unclaimedCall() override;
   bool copiesMirror() const override { return true; }
   // Yes between threads of one process, and for collMemAlloc memory: a peer that
   // allocates alike has its data mapped here. Other data only the kernel can copy, into

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/call_sig.hpp"
 #include "core/error.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
@@ -122,6 +123,16 @@ bool ShmLink::startRecord(Xfer* x, bool headCheck) {
   return true;
 }
 
+uint64_t ShmLink::unclaimedCall() {
+  if (!recvQ_.empty() || rmode_ != RecvMode::Idle || !failMsg_.empty()) return 0;
+  const uint8_t* line = inRing_ + (tail_ & mask_);
+  const uint64_t d = shared(*reinterpret_cast<uint64_t*>(const_cast<uint8_t*>(line))).load(std::memory_order_acquire) ^ inKey_;
+  if (static_cast<uint32_t>(d >> 32) != static_cast<uint32_t>(recvSeq_) || !knownTag(static_cast<uint32_t>(d))) return 0;
+  Record r;
+  std::memcpy(&r, line, sizeof r);
+  return r.call;
+}
+
 void ShmLink::checkRecord(const Record& r, const Xfer* x) {
   uint32_t seq = static_cast<uint32_t>(recvSeq_);
   if (!knownTag(r.tag) || r.seq != seq)
@@ -132,6 +143,9 @@ void ShmLink::checkRecord(const Record& r, const Xfer* x) {
     fail(collRemoteError, "peer sent a single-copy record but single-copy was not negotiated");
   if (r.tag == kTagPush && !(p_.singleCopySend || p_.sameProcess))
     fail(collRemoteError, "peer sent a push record but may not write into this process");
+  // Before the sizes: calls that differ usually differ in size too, and this says how.
+  if (r.call != x->call && r.call && x->call)
+    fail(collInvalidUsage, callMismatchText(p_.peer, r.call, p_.rank, x->call));
   if (r.bytes != x->bytes)
     fail(collRemoteError, strCat("message size mismatch: rank ", p_.peer, " sent ", r.bytes,
                                  " bytes but rank ", p_.rank, " posted a receive of ", x->bytes,

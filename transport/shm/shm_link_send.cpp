@@ -148,8 +148,8 @@ bool ShmLink::emitHeader(Xfer* x) {
   sendStreams_ = !single && m == CopyModeChooser::kStream;
   const uint32_t tag = push ? kTagPush : single ? kTagSingle : whole ? kTagWhole : sendStreams_ ? kTagStream : kTagData;
   uint8_t* line = outRing_ + (head_ & mask_);
-  Record r{tag, static_cast<uint32_t>(sendSeq_++), x->bytes, single ? reinterpret_cast<uint64_t>(x->buf) : 0,
-           region};
+  Record r{tag, static_cast<uint32_t>(sendSeq_++), x->bytes, x->call,
+           single ? reinterpret_cast<uint64_t>(x->buf) : 0, region};
   if (timed && !single) stagedDue_.push_back({head_ + kLine + roundUpLine(x->bytes), x->bytes, startNs, m});
   if (whole) {
     // Header lines never wrap, and the ring's end is a line boundary, so the payload
@@ -185,9 +185,10 @@ bool ShmLink::emitHeader(Xfer* x) {
 
 void ShmLink::sealHeader(uint8_t* line, const Record& r, const void* inl, size_t inlBytes) {
   constexpr size_t kWord = sizeof(uint64_t);
-  static_assert(offsetof(Record, bytes) == kWord && kInlineOffset == 2 * kWord);
+  static_assert(offsetof(Record, bytes) == kWord && offsetof(Record, call) == 2 * kWord &&
+                kInlineOffset == 3 * kWord);
   if (inl) {
-    std::memcpy(line + kWord, &r.bytes, sizeof r.bytes);
+    std::memcpy(line + kWord, reinterpret_cast<const uint8_t*>(&r) + kWord, kInlineOffset - kWord);  // bytes, call
     if (inlBytes) std::memcpy(line + kInlineOffset, inl, inlBytes);
   } else {
     std::memcpy(line + kWord, reinterpret_cast<const uint8_t*>(&r) + kWord, sizeof r - kWord);

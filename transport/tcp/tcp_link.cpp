@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/call_sig.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
@@ -46,7 +47,7 @@ void TcpLink::post(Queue& q, Xfer* x) {
   uint32_t n = pieceCount(x->bytes, chunk_);
   uint64_t seq = q.end();
   q.msgs.push_back(Msg{x, n, n, false,
-                       WireHeader{kWireMagic, static_cast<uint32_t>(seq), uint64_t(x->bytes)}});
+                       WireHeader{kWireMagic, static_cast<uint32_t>(seq), uint64_t(x->bytes), x->call}});
 }
 
 void TcpLink::postSend(Xfer* x) { post(sendQ_, x); }
@@ -96,6 +97,17 @@ size_t TcpLink::gather(Queue& q, Cursor c, int s, bool recv) {
   return total;
 }
 
+// With no receive posted, every earlier message has been read in full, so the next bytes
+// on the stream of the next message's first piece are its header: peeked, not consumed.
+uint64_t TcpLink::unclaimedCall() {
+  if (!recvQ_.msgs.empty()) return 0;
+  const uint64_t seq = recvQ_.end();
+  WireHeader h;
+  const ssize_t n = ::recv(socks_[pieceStream(seq, 0, streams())].fd(), &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+  if (n != static_cast<ssize_t>(sizeof h) || h.magic != kWireMagic || h.seq != static_cast<uint32_t>(seq)) return 0;
+  return h.call;
+}
+
 void TcpLink::checkHeader(const Msg& m, uint64_t seq) const {
   if (m.hdr.magic != kWireMagic)
     COLL_THROW(collRemoteError, "tcp: bad header from rank ", peer_, " for message ", seq,
@@ -103,6 +115,9 @@ void TcpLink::checkHeader(const Msg& m, uint64_t seq) const {
   if (m.hdr.seq != static_cast<uint32_t>(seq))
     COLL_THROW(collRemoteError, "tcp: rank ", peer_, " sent message ", m.hdr.seq,
                " where this rank expected message ", static_cast<uint32_t>(seq));
+  // Before the sizes: calls that differ usually differ in size too, and this says how.
+  if (m.hdr.call != m.x->call && m.hdr.call && m.x->call)
+    COLL_THROW(collInvalidUsage, "tcp: ", callMismatchText(peer_, m.hdr.call, -1, m.x->call));
   if (m.hdr.bytes != m.x->bytes)
     COLL_THROW(collRemoteError, "tcp: size mismatch on message ", seq, " from rank ", peer_,
                ": the sender sent ", m.hdr.bytes, " bytes, this rank posted a receive of ",

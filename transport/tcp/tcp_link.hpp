@@ -26,6 +26,7 @@ class TcpLink : public Link {
   bool appendPollFds(std::vector<pollfd>* fds) override;
   const char* transportName() const override { return "tcp"; }
   bool pending() const override;
+  uint64_t unclaimedCall() override;
 
   int streams() const { return static_cast<int>(socks_.size()); }
 

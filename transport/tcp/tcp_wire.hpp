@@ -19,14 +19,15 @@
 
 namespace coll::tcp {
 
-constexpr uint32_t kWireMagic = 0x54435031u;  // "TCP1"
+constexpr uint32_t kWireMagic = 0x54435032u;  // "TCP2"
 
 struct WireHeader {
   uint32_t magic;
   uint32_t seq;    // low 32 bits of the message's sequence number
   uint64_t bytes;  // the sender's size of the whole message
+  uint64_t call;   // the signature of the sender's call (Xfer::call)
 };
-static_assert(sizeof(WireHeader) == 16, "the header is part of the wire format");
+static_assert(sizeof(WireHeader) == 24, "the header is part of the wire format");
 
 inline uint32_t pieceCount(size_t bytes, size_t chunk) {
   return bytes == 0 ? 1u : static_cast<uint32_t>((bytes + chunk - 1) / chunk);

@@ -310,7 +310,7 @@ TEST(ShmFault, SingleCopyRecordWhenNotNegotiated) {
     Config cfg = Config::fromEnv();
     cfg.set("COLL_SHM_CMA", "0");
     Pair p(cfg);
-    expectRecordRefused(p, shm::Record{tag, 0, 4096, 0x1000, RegionRef{}}, "single-copy was not negotiated");
+    expectRecordRefused(p, shm::Record{tag, 0, 4096, 0, 0x1000, RegionRef{}}, "single-copy was not negotiated");
   }
 }
 
@@ -319,7 +319,7 @@ TEST(ShmFault, SingleCopyRecordWhenNotNegotiated) {
 TEST(ShmFault, SingleCopyRecordOutsideItsRegion) {
   Pair p(Config::fromEnv());
   // The buffer's last half is past the region's end.
-  expectRecordRefused(p, shm::Record{shm::kTagSingle, 0, 4096, 0x100800, RegionRef{0x100000, 4096, 1, 3, 0}},
+  expectRecordRefused(p, shm::Record{shm::kTagSingle, 0, 4096, 0, 0x100800, RegionRef{0x100000, 4096, 1, 3, 0}},
                       "outside the shared region it named");
 }
 
@@ -337,7 +337,7 @@ void writeHeader(Pair& p, uint64_t at, uint32_t tag, uint32_t seq, const std::ve
   const shm::Segment& seg = p.shmA()->segment();
   const int ch = p.shmA()->side();
   uint8_t* line = seg.ring(ch) + at;
-  shm::Record rec{tag, seq, payload.size(), 0, RegionRef{}};
+  shm::Record rec{tag, seq, payload.size(), 0, 0, RegionRef{}};
   std::memcpy(line, &rec, sizeof rec);
   if (!payload.empty())
     std::memcpy(line + (tag == shm::kTagWhole ? shm::kLine : shm::kInlineOffset), payload.data(), payload.size());
@@ -386,7 +386,7 @@ TEST(ShmFault, StaleOrUnsealedLinesAreNotRecords) {
     SCOPED_TRACE(st.what);
     writeHeader(p, 0, shm::kTagData, st.seq, payload, st.key);
     if (st.raw) {
-      shm::Record rec{shm::kTagData, st.seq, payload.size(), 0, RegionRef{}};
+      shm::Record rec{shm::kTagData, st.seq, payload.size(), 0, 0, RegionRef{}};
       std::memcpy(p.shmA()->segment().ring(p.shmA()->side()), &rec, 8);
     }
     for (int i = 0; i < 1000; ++i) p.b->progress();

@@ -2,23 +2,27 @@
  *
  * A network backend moves ordered messages between ranks over some fabric (InfiniBand
  * verbs, UCX, ...). The library's `net` transport turns a backend into links: it makes
- * one connection per direction to every peer it serves, authenticates it, and maps each
- * send and receive of a collective onto one message. The built-in InfiniBand verbs
+ * one connection per direction to every peer it serves and maps each send and receive
+ * of a collective onto one message. The built-in InfiniBand verbs
  * backend speaks this same interface; an external one is a shared library named by
  * COLL_NET_PLUGIN (a path, or a name that dlopen finds) that exports COLL_NET_SYMBOL, of
  * type collNetPlugin_v1_t.
  *
  * Model
  *  - A device is something the backend can send through (a NIC port, a UCX context).
- *  - listen() on a device fills an opaque handle of COLL_NET_HANDLE_BYTES and returns a
- *    listening endpoint. The library passes the handle to other ranks over its own
- *    (authenticated) bootstrap. A peer calls connect() with it and gets a send endpoint;
- *    the listener's accept() gives the matching receive endpoint. A connection carries
- *    messages one way, from the send endpoint to the receive endpoint.
- *  - connect() and accept() do not block: they return 0 with *comm set to NULL while the
- *    connection is not ready, and are called again (with the same arguments) until it
- *    is. Several connect()s to one listener may be in flight; accept() returns their
- *    receive endpoints in any order (the library identifies them by their first message).
+ *  - A connection carries messages one way, from a send endpoint on one rank to a receive
+ *    endpoint on another. It is made in two steps, and the library carries the blobs
+ *    between the ranks over its own (authenticated) bootstrap, so a backend needs no
+ *    side channel of its own:
+ *      receiver: listen(dev)            -> handle (to the sender), listen endpoint
+ *      sender:   connect(dev, handle)   -> reply  (to the receiver), send endpoint
+ *      receiver: accept(listen, reply)  -> receive endpoint (the listen endpoint is used up)
+ *    Handles and replies are COLL_NET_HANDLE_BYTES each. None of the three calls waits
+ *    for the peer. After every rank's accept() has returned (the library runs a barrier
+ *    over its bootstrap) messages may flow. closeListen() drops a listen endpoint that
+ *    is never accepted (setup failed elsewhere). Where the fabric lets anyone reach a
+ *    listening endpoint (a TCP port), the backend should accept only the sender that
+ *    holds the handle (a random token in the handle, checked on arrival).
  *  - isend()/irecv() post one message and return a request; test() reports its progress.
  *    Messages on a connection match in order: the n-th isend lands in the n-th irecv.
  *    A message has any size from 0 bytes up, and a 64-bit tag that the backend carries
@@ -65,7 +69,7 @@ extern "C" {
 
 #define COLL_NET_PLUGIN_VERSION 1
 #define COLL_NET_SYMBOL "collNetPlugin_v1"
-#define COLL_NET_HANDLE_BYTES 128
+#define COLL_NET_HANDLE_BYTES 512
 
 typedef enum {
   collNetLogWarn = 0,
@@ -96,10 +100,11 @@ typedef struct {
   int (*init)(const collNetInit_t* in, void** context);
   int (*devices)(void* context, int* ndev);
   int (*getProperties)(void* context, int dev, collNetProperties_t* props);
-  /* handle: COLL_NET_HANDLE_BYTES bytes to fill. */
+  /* handle and reply: COLL_NET_HANDLE_BYTES bytes each (to fill, or as filled by the
+   * peer). On success the endpoint is set (never NULL). */
   int (*listen)(void* context, int dev, void* handle, void** listenComm);
-  int (*connect)(void* context, int dev, const void* handle, void** sendComm);
-  int (*accept)(void* listenComm, void** recvComm);
+  int (*connect)(void* context, int dev, const void* handle, void* reply, void** sendComm);
+  int (*accept)(void* listenComm, const void* reply, void** recvComm);
   int (*isend)(void* sendComm, const void* data, size_t size, uint64_t tag, void** request);
   int (*irecv)(void* recvComm, void* data, size_t size, void** request);
   /* *done: 1 when the message moved completely (then *size and, for receives, *tag are

@@ -84,6 +84,12 @@ class Link {
   // arrived and no receive is posted for it; 0 otherwise (or when the transport cannot
   // tell). Lets a waiter see a message that its call will never claim.
   virtual uint64_t unclaimedCall() { return 0; }
+  // The operation using this link failed and its transfers are being given up: from here
+  // on the transport must not touch their memory (the caller returns to the user, who
+  // may free it). Transports that move bytes only inside progress() need do nothing;
+  // ones whose fabric may still read or write posted buffers cancel them. The link is
+  // not used for transfers again.
+  virtual void abandon() {}
   // Whether sends honour Xfer::mirror; callers of links that do not copy it themselves.
   virtual bool copiesMirror() const { return false; }
   // Whether receives that reduce with `with` (`bytes` long) are best posted as reducing
@@ -123,7 +129,22 @@ class Transport {
                                                        const std::vector<int>& peers) = 0;
 };
 
-// Registered transports by name ("tcp", "shm", ...): nullptr if unknown or not built.
+// Registered transports by name ("tcp", "shm", "net"): nullptr if unknown or not built.
 std::unique_ptr<Transport> makeTransport(const std::string& name);
+
+// Which transport serves each peer of `rank` under COLL_TRANSPORT=`mode` (auto, tcp, shm,
+// net). The rule gives both ends of a pair the same answer. hostIds and hostnames: per
+// rank. netBackends: per rank, the name of the network backend it can use ("" none) and
+// netWhy why not; empty when the offers were not exchanged (no rank needs them).
+struct TransportChoice {
+  std::vector<std::string> perPeer;  // "" for `rank` itself
+  bool anyNet = false;               // some pair of ranks uses net (the same on every rank)
+};
+TransportChoice chooseTransports(const std::string& mode, int rank, const std::vector<std::string>& hostIds,
+                                 const std::vector<std::string>& hostnames,
+                                 const std::vector<std::string>& netBackends,
+                                 const std::vector<std::string>& netWhy);
+// Whether chooseTransports needs the net offers: some rank may use net.
+bool needsNetOffers(const std::string& mode, const std::vector<std::string>& hostIds);
 
 }  // namespace coll

@@ -25,8 +25,8 @@
  *    holds the handle (a random token in the handle, checked on arrival).
  *  - isend()/irecv() post one message and return a request; test() reports its progress.
  *    Messages on a connection match in order: the n-th isend lands in the n-th irecv.
- *    A message has any size from 0 bytes up, and a 64-bit tag that the backend carries
- *    without looking at it. irecv() names the most bytes it takes; test() of a receive
+ *    A message has any size from 0 bytes up (data may be NULL at size 0) and a 64-bit
+ *    tag that the backend carries without looking at it. irecv() names the most bytes it takes; test() of a receive
  *    reports the size and the tag the sender gave. A message larger than its receive
  *    completes anyway, with its true size reported and only the receive's size written
  *    (the library then fails the call with a clear error, naming both sizes).

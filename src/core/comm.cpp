@@ -18,6 +18,7 @@
 #include "algorithms/exec.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "topology/exchange.hpp"
+#include "transport/net/net_backend.hpp"
 #include "topology/job.hpp"
 #include "topology/topology.hpp"
 #include "tuning/cost_model.hpp"
@@ -25,7 +26,7 @@
 namespace coll {
 
 COLL_PARAM(kTimeout, "COLL_TIMEOUT", "300", "seconds any wait may last before it fails with collTimeout");
-COLL_PARAM(kTransport, "COLL_TRANSPORT", "auto", "auto (shm within a host, tcp across), or force tcp|shm");
+COLL_PARAM(kTransport, "COLL_TRANSPORT", "auto", "auto (shm within a host; across hosts a network backend (COLL_NET) where every rank of a pair has the same one, else tcp), or force tcp|shm|net");
 COLL_PARAM(kHealthMs, "COLL_HEALTH_CHECK_MS", "20", "how often idle waiters ask the bootstrap for failures");
 
 namespace {
@@ -196,8 +197,6 @@ void Comm::discoverTopology() {
 
 void Comm::connectTransports() {
   const std::string& mode = cfg_.getStr(kTransport);
-  COLL_CHECK_ARG(mode == "auto" || mode == "tcp" || mode == "shm",
-                 "COLL_TRANSPORT must be auto, tcp or shm (got '", mode, "')");
   const auto& peers = boot_->peers();
   TransportContext ctx;
   ctx.rank = rank_;
@@ -210,25 +209,32 @@ void Comm::connectTransports() {
   char tag[32];
   snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(id_.jobNonce));
   ctx.jobTag = tag;
+  std::vector<std::string> hostnames;
   for (const auto& p : peers) {
     ctx.hostIds.push_back(p.hostId);
     ctx.pids.push_back(p.pid);
+    hostnames.push_back(p.hostname);
   }
-  // Which transport serves each peer. The rule is symmetric, so both ends agree.
-  std::vector<std::string> choice(nranks_);
-  for (int p = 0; p < nranks_; ++p) {
-    if (p == rank_) continue;
-    bool sameHost = peers[p].hostId == peers[rank_].hostId;
-    if (mode == "shm" && !sameHost)
-      COLL_THROW(collInvalidUsage, "COLL_TRANSPORT=shm but rank ", p, " is on another host (",
-                 peers[p].hostname, ")");
-    choice[p] = (mode == "tcp" || !sameHost) ? "tcp" : "shm";
+  // Which transport serves each peer. The rule is symmetric, so both ends agree; where a
+  // network backend may serve ranks on other hosts, the ranks first tell each other
+  // which one they have (every rank decides alike whether that exchange happens).
+  std::vector<std::string> netBackends, netWhy;
+  if (needsNetOffers(mode, ctx.hostIds)) {
+    for (const net::Offer& o : net::exchangeOffers(boot_.get(), cfg_)) {
+      netBackends.push_back(o.backend);
+      netWhy.push_back(o.why);
+    }
+    if (mode == "auto" && rank_ == 0 && netBackends[0].empty())
+      COLL_INFO("net: not used across hosts (%s); using tcp", netWhy[0].c_str());
   }
+  TransportChoice tc = chooseTransports(mode, rank_, ctx.hostIds, hostnames, netBackends, netWhy);
+  const std::vector<std::string>& choice = tc.perPeer;
   links_.resize(nranks_);
   std::string used;
   // Every rank sets up every transport, in the same order, even with no peers for it,
   // because their setup exchanges run over the bootstrap in lock step.
-  for (const char* name : {"shm", "tcp"}) {
+  for (const char* name : {"shm", "tcp", "net"}) {
+    if (!tc.anyNet && strcmp(name, "net") == 0) continue;  // no rank sets it up
     std::vector<int> mine;
     for (int p = 0; p < nranks_; ++p)
       if (choice[p] == name) mine.push_back(p);
@@ -391,6 +397,9 @@ void Comm::executeOps(const OpArgs* opsBegin, size_t nops) {
 void Comm::operationFailed(const Error& e) {
   const bool first = asyncError_.load() == collSuccess;
   setAsyncError(e.code(), e.what());
+  // Before the user gets the buffers back: no transport may still be moving bytes of them.
+  for (auto& l : links_)
+    if (l) l->abandon();
   if (first && e.code() != collRemoteError && e.code() != collTimeout && boot_)
     boot_->abort(strCat("its communicator failed: ", e.what()));
 }

@@ -64,7 +64,7 @@ TEST_P(Large, Collectives64MiB) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Large,
-                         ::testing::Combine(::testing::Values("tcp", "auto"), ::testing::Values(2, 3, 8)),
+                         ::testing::Combine(::testing::Values("tcp", "auto", "net"), ::testing::Values(2, 3, 8)),
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param)) + "_" + std::to_string(std::get<1>(info.param));
                          });

@@ -162,4 +162,11 @@ INSTANTIATE_TEST_SUITE_P(Ranks, Matrix,
                            return std::string(std::get<0>(info.param)) + "_" + std::to_string(std::get<1>(info.param));
                          });
 
+// Over the net transport, with the in-memory backend that meson.build names in
+// COLL_NET_PLUGIN (tests/unit/net/loop_backend.cpp).
+INSTANTIATE_TEST_SUITE_P(Net, Matrix, ::testing::Combine(::testing::Values("net"), ::testing::Values(2, 3, 5, 8)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param)) + "_" + std::to_string(std::get<1>(info.param));
+                         });
+
 }  // namespace

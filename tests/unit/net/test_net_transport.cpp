@@ -1,0 +1,190 @@
+// The net transport: which peers it serves (chooseTransports), how a missing or broken
+// backend fails a communicator (on every rank, with the reason), and that a backend's
+// failure in the middle of a collective ends the call on every rank instead of hanging.
+// The collectives themselves run over it in tests/unit/collectives (COLL_TRANSPORT=net).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "collective.h"
+#include "core/error.hpp"
+#include "tests/unit/collectives/harness.hpp"
+#include "transport/transport.hpp"
+
+namespace {
+
+using testing_coll::Job;
+using testing_coll::onRanks;
+using testing_coll::ScopedEnv;
+
+bool mentions(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+std::vector<std::string> choose(const std::string& mode, int rank, const std::vector<std::string>& hosts,
+                                const std::vector<std::string>& backends) {
+  std::vector<std::string> why(backends.size(), "no devices");
+  return coll::chooseTransports(mode, rank, hosts, hosts, backends, why).perPeer;
+}
+
+TEST(ChooseTransports, AutoUsesTheBackendAcrossHostsWhereBothEndsHaveTheSameOne) {
+  const std::vector<std::string> hosts = {"a", "a", "b", "b", "c"};
+  EXPECT_TRUE(coll::needsNetOffers("auto", hosts));
+  EXPECT_FALSE(coll::needsNetOffers("auto", {"a", "a"}));
+  EXPECT_FALSE(coll::needsNetOffers("tcp", hosts));
+  EXPECT_TRUE(coll::needsNetOffers("net", {"a", "a"}));
+  // Rank 4 has another backend, rank 3 none.
+  const std::vector<std::string> backends = {"ib", "ib", "ib", "", "ucx"};
+  EXPECT_EQ(choose("auto", 0, hosts, backends), (std::vector<std::string>{"", "shm", "net", "tcp", "tcp"}));
+  EXPECT_EQ(choose("auto", 3, hosts, backends), (std::vector<std::string>{"tcp", "tcp", "shm", "", "tcp"}));
+  EXPECT_EQ(choose("tcp", 0, hosts, backends), (std::vector<std::string>{"", "tcp", "tcp", "tcp", "tcp"}));
+  // Both ends of every pair agree, and so does every rank on whether net is set up.
+  for (int a = 0; a < 5; ++a) {
+    std::vector<std::string> why(5, "");
+    auto ca = coll::chooseTransports("auto", a, hosts, hosts, backends, why);
+    EXPECT_TRUE(ca.anyNet);
+    for (int b = 0; b < 5; ++b)
+      if (a != b) {
+        EXPECT_EQ(ca.perPeer[b], choose("auto", b, hosts, backends)[a]) << a << "-" << b;
+      }
+  }
+  std::vector<std::string> why(3, "");
+  EXPECT_FALSE(coll::chooseTransports("auto", 0, {"a", "b", "b"}, {"a", "b", "b"}, {"", "ib", "ib"}, why).anyNet);
+}
+
+TEST(ChooseTransports, ForcedNetNeedsTheSameBackendEverywhere) {
+  const std::vector<std::string> hosts = {"a", "a", "b"};
+  EXPECT_EQ(choose("net", 1, hosts, {"ib", "ib", "ib"}), (std::vector<std::string>{"net", "", "net"}));
+  try {
+    choose("net", 0, hosts, {"ib", "ib", ""});
+    ADD_FAILURE() << "no error";
+  } catch (const coll::Error& e) {
+    EXPECT_EQ(e.code(), collInvalidUsage);
+    EXPECT_TRUE(mentions(e.what(), "rank 2 (b) has no network backend: no devices")) << e.what();
+  }
+  try {
+    choose("net", 0, hosts, {"ib", "ucx", "ib"});
+    ADD_FAILURE() << "no error";
+  } catch (const coll::Error& e) {
+    EXPECT_TRUE(mentions(e.what(), "rank 1 'ucx'")) << e.what();
+  }
+  EXPECT_THROW(choose("shm", 0, hosts, {}), coll::Error);
+  EXPECT_THROW(choose("pigeon", 0, {"a"}, {}), coll::Error);
+}
+
+// Makes an n-rank job and returns each rank's result and error text.
+struct InitOutcome {
+  std::vector<collResult_t> rc;
+  std::vector<std::string> text;
+};
+InitOutcome tryInit(int n) {
+  collUniqueId id;
+  EXPECT_EQ(collGetUniqueId(&id), collSuccess);
+  InitOutcome o{std::vector<collResult_t>(n), std::vector<std::string>(n)};
+  std::vector<collComm_t> comms(n, nullptr);
+  onRanks(n, [&](int r) {
+    o.rc[r] = collCommInitRank(&comms[r], n, id, r);
+    o.text[r] = collGetLastError(nullptr);
+    if (comms[r]) collCommDestroy(comms[r]);
+  });
+  return o;
+}
+
+TEST(NetTransport, WithoutABackendEveryRankFailsAndSaysWhy) {
+  ScopedEnv transport("COLL_TRANSPORT", "net");
+  ScopedEnv timeout("COLL_TIMEOUT", "20");
+  {
+    ScopedEnv plugin("COLL_NET_PLUGIN", "/nonexistent/libnothing.so");
+    auto o = tryInit(2);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(o.rc[r], collInvalidUsage) << o.text[r];
+      EXPECT_TRUE(mentions(o.text[r], "/nonexistent/libnothing.so")) << o.text[r];
+    }
+  }
+  {
+    ScopedEnv plugin("COLL_NET_PLUGIN", NET_BAD_VERSION_SO);
+    auto o = tryInit(2);
+    for (int r = 0; r < 2; ++r) EXPECT_TRUE(mentions(o.text[r], "interface version 99")) << o.text[r];
+  }
+  {
+    ScopedEnv plugin("COLL_NET_PLUGIN", NOT_A_NET_PLUGIN_SO);
+    auto o = tryInit(2);
+    for (int r = 0; r < 2; ++r) EXPECT_TRUE(mentions(o.text[r], "does not export collNetPlugin_v1")) << o.text[r];
+  }
+  {
+    // The built-in InfiniBand backend: this machine has no RDMA device (or the build has
+    // no libibverbs); either way the text says so.
+    ScopedEnv plugin("COLL_NET_PLUGIN", nullptr);
+    auto o = tryInit(2);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(o.rc[r], collInvalidUsage) << o.text[r];
+      EXPECT_TRUE(mentions(o.text[r], "has no network backend: InfiniBand")) << o.text[r];
+    }
+  }
+  {
+    ScopedEnv net("COLL_NET", "none");
+    auto o = tryInit(2);
+    for (int r = 0; r < 2; ++r) EXPECT_TRUE(mentions(o.text[r], "COLL_NET=none")) << o.text[r];
+  }
+}
+
+// The loop plugin's controls (tests/unit/net/loop_backend.cpp).
+struct Loop {
+  Loop() {
+    h = dlopen(NET_LOOP_SO, RTLD_NOW | RTLD_LOCAL);
+    EXPECT_NE(h, nullptr) << dlerror();
+    messages = reinterpret_cast<uint64_t (*)()>(dlsym(h, "loopMessages"));
+    failAfter = reinterpret_cast<void (*)(int64_t)>(dlsym(h, "loopFailAfter"));
+  }
+  ~Loop() { dlclose(h); }
+  void* h = nullptr;
+  uint64_t (*messages)() = nullptr;
+  void (*failAfter)(int64_t) = nullptr;
+};
+
+TEST(NetTransport, CollectivesGoThroughThePlugin) {
+  ScopedEnv transport("COLL_TRANSPORT", "net");
+  ScopedEnv plugin("COLL_NET_PLUGIN", NET_LOOP_SO);
+  Loop loop;
+  ASSERT_TRUE(loop.messages);
+  Job job(3);
+  ASSERT_TRUE(job.ok());
+  const uint64_t before = loop.messages();
+  job.run([&](int r, collComm_t c) {
+    std::vector<int32_t> v(100000, r + 1);
+    ASSERT_EQ(collAllReduce(v.data(), v.data(), v.size(), collInt32, collSum, c, nullptr), collSuccess);
+    for (size_t i = 0; i < v.size(); i += 997) ASSERT_EQ(v[i], 6);
+  });
+  EXPECT_GE(loop.messages() - before, 6u);  // each of 3 ranks sent something to each peer
+}
+
+TEST(NetTransport, ABackendFailureEndsTheCallOnEveryRank) {
+  ScopedEnv transport("COLL_TRANSPORT", "net");
+  ScopedEnv plugin("COLL_NET_PLUGIN", NET_LOOP_SO);
+  ScopedEnv timeout("COLL_TIMEOUT", "60");
+  Loop loop;
+  ASSERT_TRUE(loop.failAfter);
+  Job job(3);
+  ASSERT_TRUE(job.ok());
+  std::vector<collResult_t> rc(3);
+  std::vector<std::string> text(3);
+  loop.failAfter(5);
+  auto t0 = std::chrono::steady_clock::now();
+  job.run([&](int r, collComm_t c) {
+    std::vector<float> v(1 << 20, 1.0f);
+    rc[r] = collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, c, nullptr);
+    text[r] = collGetLastError(c);
+  });
+  loop.failAfter(-1);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 20) << "the ranks waited for the timeout instead of hearing of the failure";
+  bool named = false;
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NE(rc[r], collSuccess) << "rank " << r;
+    if (mentions(text[r], "loop: injected failure on loop0")) named = true;
+  }
+  EXPECT_TRUE(named) << text[0];
+}
+
+}  // namespace

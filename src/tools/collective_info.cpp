@@ -102,6 +102,7 @@ int runStandalone(const Args& a, const coll::Config& cfg) {
   coll::HostTopo topo = coll::discoverLocal(cfg);
   coll::LinkTable table = coll::LinkTable::fromConfig(cfg);
   printHost(std::cout, topo, table);
+  coll::tools::printNetBackend(std::cout, cfg);
   coll::JobTopo job({coll::makePlacement(topo, standaloneInput(topo, a.gpusByLocalRank))}, table);
   std::cout << "this process:\n" << coll::describeJob(job);
   return 0;
@@ -119,7 +120,9 @@ void printJob(const Args& a, const coll::Config& cfg, collComm_t handle) {
     std::ostringstream os;
     os << "(topology of rank 0's host)\n";
     printHost(os, topo, table);
+    coll::tools::printNetBackend(os, cfg);
     os << coll::describeJob(job);
+    coll::tools::printTransports(os, comm);
     coll::tools::printRankLinks(os, job);
     coll::tools::printAlgorithmChoices(os, handle, a.counts);
     std::cout << os.str() << std::flush;

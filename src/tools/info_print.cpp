@@ -2,6 +2,10 @@
 
 #include <cstdio>
 
+#include "core/comm.hpp"
+#include "core/error.hpp"
+#include "transport/net/net_backend.hpp"
+
 namespace coll::tools {
 namespace {
 
@@ -19,6 +23,34 @@ void linkLine(std::ostream& os, const char* name, const LinkCost& c, bool userBw
 }
 
 }  // namespace
+
+void printNetBackend(std::ostream& os, const Config& cfg) {
+  std::string why;
+  const net::Backend* b = nullptr;
+  try {
+    b = net::backendFor(cfg, &why);
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  if (!b) {
+    os << "network backend: none (" << why << "); ranks on other hosts use tcp\n";
+    return;
+  }
+  os << "network backend: " << b->name << ", " << b->devices.size() << " device(s):\n";
+  for (const auto& d : b->devices) {
+    char buf[320];
+    snprintf(buf, sizeof buf, "  %-20s %8d Mbps  %6.2f us  pci %s  %d requests\n", d.name, d.speedMbps, d.latencyUs,
+             d.pciPath[0] ? d.pciPath : "?", d.maxRequests);
+    os << buf;
+  }
+}
+
+void printTransports(std::ostream& os, Comm& comm) {
+  os << "transports of rank " << comm.rank() << ":";
+  for (int p = 0; p < comm.nranks(); ++p)
+    if (p != comm.rank()) os << " " << p << ":" << comm.link(p).transportName();
+  os << "\n";
+}
 
 void printLinkTable(std::ostream& os, const LinkTable& t) {
   os << "assumed link costs (class, GB/s, latency us; * = set by COLL_TOPO_LINK_BW/_LAT):\n";

@@ -1,0 +1,275 @@
+// The built-in InfiniBand verbs backend of the `net` transport (plugins/net/coll_net.h).
+//
+// Protocol, per one-way connection (one RC queue pair on each side):
+//  - Both sides own COLL_IB_SLOTS registered bounce slots of COLL_IB_CHUNK bytes. The
+//    receiver posts a RECV on each of its slots already in listen(); the handle carries
+//    its QP number, PSN, LID/GID, MTU, slot shape and a random token, and the reply the
+//    sender's QP number, PSN, LID/GID and the echoed token.
+//  - A message goes out as pieces, one SEND per slot: the first piece starts with a
+//    16-byte header {size, tag}, the rest is payload; a 0-byte message is a bare header.
+//  - The sender holds one credit per receiver slot and spends one per SEND, so a SEND
+//    always finds a RECV posted. The receiver copies each piece into the user's buffer
+//    (only up to the receive's size; the true size is reported), reposts the slot and
+//    returns the credits in batches as a 0-byte SEND-with-immediate (the count), which
+//    lands in RECVs the sender keeps posted, one per credit.
+//  - A send completes when its last SEND has completed (the peer's NIC has it), so
+//    closing right after is safe; a receive when its last piece has been copied out.
+//  - Every failed completion fails the endpoint; its requests then fail in test().
+#include <cstring>
+#include <string>
+
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "transport/net/ib/ib_comm.hpp"
+#include "transport/net/net_backend.hpp"
+
+COLL_PARAM(kIbHca, "COLL_IB_HCA", "", "InfiniBand: ports to use, e.g. 'mlx5_0:1,mlx5_1' ('^' first: all but these; empty: all)");
+// RoCE only; InfiniBand ports use LID addressing.
+COLL_PARAM(kIbGidIndex, "COLL_IB_GID_INDEX", "-1", "RoCE: GID index to send from (-1: a RoCE v2 IPv4-mapped GID if any, else v2, else the first set)");
+COLL_PARAM(kIbChunk, "COLL_IB_CHUNK", "128K", "InfiniBand: bytes per bounce slot (one SEND each)");
+COLL_PARAM(kIbSlots, "COLL_IB_SLOTS", "16", "InfiniBand: bounce slots per connection (the sender's credits)");
+COLL_PARAM(kIbTimeout, "COLL_IB_TIMEOUT", "20", "InfiniBand: ack timeout, 4.096 us * 2^n");
+COLL_PARAM(kIbRetry, "COLL_IB_RETRY_CNT", "7", "InfiniBand: retransmissions before a send fails");
+COLL_PARAM(kIbSl, "COLL_IB_SL", "0", "InfiniBand: service level");
+COLL_PARAM(kIbTc, "COLL_IB_TC", "0", "RoCE: traffic class");
+
+namespace coll::net::ib {
+namespace {
+
+constexpr uint64_t kMaxBufferBytes = 1ull << 30;
+
+thread_local std::string tLastError = "no error";
+
+struct Context {
+  uint32_t magic = kContextMagic;
+  const VerbsOps* ops = nullptr;
+  Tunables tun;
+  std::vector<Port> ports;
+  ~Context() { magic = 0; }
+};
+
+struct ListenComm {
+  uint32_t magic = kListenMagic;
+  std::unique_ptr<RecvComm> recv;
+  ~ListenComm() { magic = 0; }
+};
+
+template <typename F>
+int guarded(F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::exception& e) {
+    tLastError = e.what();
+  } catch (...) {
+    tLastError = "InfiniBand: unknown error";
+  }
+  return 1;
+}
+
+template <typename T>
+T* checked(void* p, uint32_t magic, const char* what) {
+  COLL_CHECK_ARG(p, "InfiniBand: ", what, " is NULL");
+  T* t = static_cast<T*>(p);
+  COLL_CHECK_ARG(t->magic == magic, "InfiniBand: ", what, " is not one (closed, or another kind of object)");
+  return t;
+}
+
+int64_t intIn(const Config& c, const char* env, int64_t lo, int64_t hi) {
+  int64_t v = c.getInt(env);
+  COLL_CHECK_ARG(v >= lo && v <= hi, env, "=", v, " is outside ", lo, "..", hi);
+  return v;
+}
+
+Tunables readTunables() {
+  Config c = Config::fromEnv();
+  Tunables t;
+  t.hca = c.getStr(kIbHca);
+  t.gidIndex = int(intIn(c, kIbGidIndex, -1, 1 << 20));
+  size_t chunk = c.getSize(kIbChunk);
+  COLL_CHECK_ARG(chunk >= kMinChunk && chunk <= kMaxChunk, kIbChunk, "=", c.getStr(kIbChunk),
+                 " is outside ", kMinChunk, "..", kMaxChunk, " bytes");
+  t.chunk = uint32_t(chunk);
+  t.slots = uint32_t(intIn(c, kIbSlots, 1, kMaxSlots));
+  COLL_CHECK_ARG(uint64_t(t.chunk) * t.slots <= kMaxBufferBytes, kIbChunk, " x ", kIbSlots,
+                 " = ", uint64_t(t.chunk) * t.slots, " bytes per connection is over 1 GiB");
+  t.timeout = uint8_t(intIn(c, kIbTimeout, 1, 31));
+  t.retry = uint8_t(intIn(c, kIbRetry, 0, 7));
+  t.sl = uint8_t(intIn(c, kIbSl, 0, 15));
+  t.tc = uint8_t(intIn(c, kIbTc, 0, 255));
+  return t;
+}
+
+Context* ctxOf(void* context) { return checked<Context>(context, kContextMagic, "context"); }
+
+const Port& portOf(Context* c, int dev) {
+  COLL_CHECK_ARG(dev >= 0 && size_t(dev) < c->ports.size(), "InfiniBand: device ", dev,
+                 " does not exist (", c->ports.size(), " devices)");
+  return c->ports[size_t(dev)];
+}
+
+int ibInit(const collNetInit_t* in, void** context) {
+  return guarded([&] {
+    COLL_CHECK_ARG(context, "InfiniBand init: context is NULL");
+    *context = nullptr;
+    auto c = std::make_unique<Context>();
+    c->ops = &currentVerbsOps();
+    c->tun = readTunables();
+    c->ports = discoverPorts(*c->ops, {c->tun.hca, c->tun.gidIndex});
+    for (const Port& p : c->ports) {
+      std::string line = strCat("InfiniBand ", p.name, ": ", p.roce() ? "RoCE" : "InfiniBand",
+                                ", ", p.speedMbps, " Mb/s, MTU ", 128 << p.mtu,
+                                p.roce() ? strCat(", GID index ", p.gidIndex) : strCat(", LID ", p.lid),
+                                p.pciPath.empty() ? "" : ", PCI " + p.pciPath);
+      if (in && in->log) in->log(collNetLogInfo, line.c_str());
+      else COLL_INFO("%s", line.c_str());
+    }
+    *context = c.release();
+  });
+}
+
+int ibDevices(void* context, int* ndev) {
+  return guarded([&] {
+    Context* c = ctxOf(context);
+    COLL_CHECK_ARG(ndev, "InfiniBand devices: ndev is NULL");
+    *ndev = int(c->ports.size());
+  });
+}
+
+int ibGetProperties(void* context, int dev, collNetProperties_t* props) {
+  return guarded([&] {
+    const Port& p = portOf(ctxOf(context), dev);
+    COLL_CHECK_ARG(props, "InfiniBand getProperties: props is NULL");
+    memset(props, 0, sizeof(*props));
+    snprintf(props->name, sizeof(props->name), "%s", p.name.c_str());
+    snprintf(props->pciPath, sizeof(props->pciPath), "%s", p.pciPath.c_str());
+    props->speedMbps = p.speedMbps;
+    // A typical RC send/receive one-way latency; RoCE adds an Ethernet switch hop.
+    props->latencyUs = p.roce() ? 3.0 : 2.0;
+    props->maxRequests = kMaxRequests;
+  });
+}
+
+int ibListen(void* context, int dev, void* handle, void** listenComm) {
+  return guarded([&] {
+    Context* c = ctxOf(context);
+    const Port& p = portOf(c, dev);
+    COLL_CHECK_ARG(handle && listenComm, "InfiniBand listen: handle or listenComm is NULL");
+    const Tunables& t = c->tun;
+    auto qp = std::make_unique<QpSet>(p, t, t.chunk, t.slots, t.slots, t.slots);
+    qp->token = randomU64();
+    ConnInfo info;
+    qp->describe(&info, kConnHandle);
+    auto l = std::make_unique<ListenComm>();
+    l->recv = std::make_unique<RecvComm>(std::move(qp));
+    memset(handle, 0, COLL_NET_HANDLE_BYTES);
+    memcpy(handle, &info, sizeof(info));
+    *listenComm = l.release();
+  });
+}
+
+int ibConnect(void* context, int dev, const void* handle, void* reply, void** sendComm) {
+  return guarded([&] {
+    Context* c = ctxOf(context);
+    const Port& p = portOf(c, dev);
+    COLL_CHECK_ARG(reply && sendComm, "InfiniBand connect: reply or sendComm is NULL");
+    ConnInfo peer;
+    std::string bad = checkConnInfo(handle, kConnHandle, &peer);
+    if (!bad.empty()) COLL_THROW(collInvalidArgument, "InfiniBand connect on ", p.name, ": ", bad);
+    if (uint64_t(peer.chunk) * peer.slots > kMaxBufferBytes)
+      COLL_THROW(collInvalidArgument, "InfiniBand connect on ", p.name, ": the handle asks for ",
+                 peer.slots, " slots of ", peer.chunk, " bytes, over 1 GiB");
+    auto qp = std::make_unique<QpSet>(p, c->tun, peer.chunk, peer.slots, peer.slots, peer.slots);
+    qp->token = peer.token;
+    auto s = std::make_unique<SendComm>(std::move(qp));
+    s->qp().connectTo(peer);
+    ConnInfo mine;
+    s->qp().describe(&mine, kConnReply);
+    memset(reply, 0, COLL_NET_HANDLE_BYTES);
+    memcpy(reply, &mine, sizeof(mine));
+    *sendComm = s.release();
+  });
+}
+
+int ibAccept(void* listenComm, const void* reply, void** recvComm) {
+  return guarded([&] {
+    ListenComm* l = checked<ListenComm>(listenComm, kListenMagic, "listen endpoint");
+    COLL_CHECK_ARG(recvComm, "InfiniBand accept: recvComm is NULL");
+    QpSet& qp = l->recv->qp();
+    ConnInfo peer;
+    std::string bad = checkConnInfo(reply, kConnReply, &peer);
+    if (!bad.empty()) COLL_THROW(collInvalidArgument, "InfiniBand accept on ", qp.name(), ": ", bad);
+    if (peer.token != qp.token)
+      COLL_THROW(collInvalidArgument, "InfiniBand accept on ", qp.name(), ": the reply from ", peer.port,
+                 " does not answer this endpoint's handle (token mismatch)");
+    if (peer.chunk != qp.chunk() || peer.slots != qp.slots())
+      COLL_THROW(collInvalidArgument, "InfiniBand accept on ", qp.name(), ": the sender ", peer.port,
+                 " uses ", peer.slots, " slots of ", peer.chunk, " bytes, this side ", qp.slots(),
+                 " of ", qp.chunk());
+    l->recv->accept(peer);
+    *recvComm = l->recv.release();
+    delete l;
+  });
+}
+
+int ibIsend(void* sendComm, const void* data, size_t size, uint64_t tag, void** request) {
+  return guarded([&] {
+    SendComm* s = checked<SendComm>(sendComm, kSendMagic, "send endpoint");
+    COLL_CHECK_ARG(request, "InfiniBand isend: request is NULL");
+    *request = nullptr;
+    COLL_CHECK_ARG(data || size == 0, "InfiniBand isend: data is NULL for ", size, " bytes");
+    *request = s->post(data, size, tag);
+  });
+}
+
+int ibIrecv(void* recvComm, void* data, size_t size, void** request) {
+  return guarded([&] {
+    RecvComm* r = checked<RecvComm>(recvComm, kRecvMagic, "receive endpoint");
+    COLL_CHECK_ARG(request, "InfiniBand irecv: request is NULL");
+    *request = nullptr;
+    COLL_CHECK_ARG(data || size == 0, "InfiniBand irecv: data is NULL for ", size, " bytes");
+    *request = r->post(data, size);
+  });
+}
+
+int ibTest(void* request, int* done, size_t* size, uint64_t* tag) {
+  return guarded([&] {
+    Request* r = checked<Request>(request, kRequestMagic, "request");
+    COLL_CHECK_ARG(done, "InfiniBand test: done is NULL");
+    *done = 0;
+    *done = r->comm->test(r, size, tag) ? 1 : 0;
+  });
+}
+
+int ibCloseSend(void* sendComm) {
+  return guarded([&] { delete checked<SendComm>(sendComm, kSendMagic, "send endpoint"); });
+}
+
+int ibCloseRecv(void* recvComm) {
+  return guarded([&] { delete checked<RecvComm>(recvComm, kRecvMagic, "receive endpoint"); });
+}
+
+int ibCloseListen(void* listenComm) {
+  return guarded([&] { delete checked<ListenComm>(listenComm, kListenMagic, "listen endpoint"); });
+}
+
+const char* ibLastError(void*) { return tLastError.c_str(); }
+
+// Endpoints still open keep their device (and its context and PD) alive.
+void ibFinalize(void* context) {
+  if (context && static_cast<Context*>(context)->magic == kContextMagic) delete static_cast<Context*>(context);
+}
+
+const collNetPlugin_v1_t kPlugin = {
+    COLL_NET_PLUGIN_VERSION, "ib", ibInit, ibDevices, ibGetProperties, ibListen, ibConnect,
+    ibAccept, ibIsend, ibIrecv, ibTest, ibCloseSend, ibCloseRecv, ibCloseListen, ibLastError,
+    ibFinalize,
+};
+
+}  // namespace
+}  // namespace coll::net::ib
+
+namespace coll::net {
+const collNetPlugin_v1_t* ibBackend() { return &ib::kPlugin; }
+}  // namespace coll::net

@@ -52,18 +52,23 @@ std::string errorOf(const collNetPlugin_v1_t& a, void* ctx) {
 }
 
 // Initialises `api` and lists its devices; an Entry with why set when it cannot work.
+// label: what the reasons start with ("InfiniBand", the plugin's path), unless the
+// backend's own text already does.
 Entry start(const collNetPlugin_v1_t* api, const std::string& label) {
+  auto reason = [&](const std::string& text) {
+    return text.compare(0, label.size(), label) == 0 ? text : label + ": " + text;
+  };
   Entry e;
   collNetInit_t in{};
   in.log = logFromBackend;
   void* ctx = nullptr;
   if (api->init(&in, &ctx) != 0) {
-    e.why = label + ": " + errorOf(*api, ctx);
+    e.why = reason(errorOf(*api, ctx));
     return e;
   }
   int ndev = 0;
   if (api->devices(ctx, &ndev) != 0 || ndev <= 0) {
-    e.why = label + ": " + (ndev <= 0 ? std::string("no devices") : errorOf(*api, ctx));
+    e.why = reason(ndev <= 0 ? std::string("no devices") : errorOf(*api, ctx));
     api->finalize(ctx);
     return e;
   }
@@ -74,7 +79,7 @@ Entry start(const collNetPlugin_v1_t* api, const std::string& label) {
   for (int d = 0; d < ndev; ++d) {
     collNetProperties_t p{};
     if (api->getProperties(ctx, d, &p) != 0) {
-      e.why = label + ": device " + std::to_string(d) + ": " + errorOf(*api, ctx);
+      e.why = reason("device " + std::to_string(d) + ": " + errorOf(*api, ctx));
       api->finalize(ctx);
       return e;
     }
@@ -140,7 +145,7 @@ const Backend* backendFor(const Config& cfg, std::string* why) {
       return it->second.backend.get();
     }
     if (key == "ib") {
-#if COLL_NET_IB
+#if COLL_HAVE_VERBS
       api = ibBackend();
 #else
       Entry e;

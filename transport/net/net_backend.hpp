@@ -16,10 +16,9 @@ class Config;
 
 namespace coll::net {
 
-#if COLL_NET_IB
-// The built-in InfiniBand verbs backend (transport/net/ib/, built with libibverbs, which
-// then sets COLL_NET_IB). Its init fails, with lastError saying why, when libibverbs
-// finds no usable device.
+#if COLL_HAVE_VERBS
+// The built-in InfiniBand verbs backend (transport/net/ib/, built with libibverbs). Its
+// init fails, with lastError saying why, when libibverbs finds no usable device.
 const collNetPlugin_v1_t* ibBackend();
 #endif
 

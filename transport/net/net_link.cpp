@@ -63,8 +63,11 @@ bool NetLink::advance(std::deque<Msg>& q, bool recv) {
     int done = 0;
     size_t size = 0;
     uint64_t tag = 0;
+    // A system error, not a remote one: this rank's fabric reported it, and the job must
+    // hear of it (Comm::operationFailed), since the peer may never notice (a NIC does not
+    // tell the other end that its queue pair broke).
     if (api.test(m.request, &done, &size, &tag) != 0)
-      failed(collRemoteError, recv ? "a receive" : "a send");
+      failed(collSystemError, recv ? "a receive" : "a send");
     if (!done) continue;
     if (recv) checkArrival(m, size, tag);
     m.done = true;

@@ -4,6 +4,9 @@
 # between the two ranks of a host and TCP over the veth between hosts; every rank runs
 # the quick collective checks (all-reduce results included) and prints the transports it
 # used (COLL_DEBUG=INFO banner), which must be "shm,tcp".
+# With NETNS_NET_PLUGIN=<network plugin .so> set, the ranks load that plugin
+# (COLL_NET_PLUGIN) and the hosts must meet through it instead: "shm,net". For the UCX
+# plugin, UCX_NET_DEVICES=veth0 keeps UCX off the loopback, which every namespace has.
 #
 #   netns_allreduce.sh PROG [ARGS...]     e.g. netns_allreduce.sh build/tests/mp/mp_collectives --quick
 #
@@ -41,6 +44,13 @@ trap 'exit 130' INT TERM
 
 "$NETNS_SH" create 2 --prefix "$prefix" --subnet "$subnet" --rate 1gbit || fail "netns.sh create failed"
 
+across=tcp
+plugin_env=()
+if [ -n "${NETNS_NET_PLUGIN:-}" ]; then
+  across=net
+  plugin_env=(COLL_NET_PLUGIN="$NETNS_NET_PLUGIN" UCX_NET_DEVICES=veth0)
+fi
+
 secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 root="10.213.$subnet.1:$((20000 + RANDOM % 12000))"
 echo "hosts ${prefix}h1 ${prefix}h2 (10.213.$subnet.1-2 on veth0, 1 Gbit/s), COLL_ROOT_ADDR=$root"
@@ -56,7 +66,7 @@ for host in 1 2; do
       COLL_LOCAL_RANK=$local COLL_LOCAL_SIZE=2 COLL_ROOT_ADDR="$root" \
       COLL_JOB_SECRET="$secret" COLL_JOB_ID="netns-$$" COLL_HOST_ID="${prefix}h$host" \
       COLL_SOCKET_IFNAME=veth0 COLL_TRANSPORT=auto COLL_DEBUG=INFO COLL_TIMEOUT=30 \
-      "$@" >"$tmp/rank$rank.log" 2>&1 &
+      "${plugin_env[@]}" "$@" >"$tmp/rank$rank.log" 2>&1 &
     pids+=($!)
   done
 done
@@ -77,8 +87,8 @@ for rank in 0 1 2 3; do
   elif ! grep -q "rank $rank of 4: OK" "$tmp/rank$rank.log"; then
     echo "FAIL: rank $rank did not print its OK line"; status=1
   fi
-  if ! grep -q "transports: shm,tcp" "$tmp/rank$rank.log"; then
-    echo "FAIL: rank $rank did not use shm within its host and tcp across hosts"; status=1
+  if ! grep -q "transports: shm,$across" "$tmp/rank$rank.log"; then
+    echo "FAIL: rank $rank did not use shm within its host and $across across hosts"; status=1
   fi
 done
 pids=()
@@ -88,5 +98,5 @@ if [ "$tx" -lt 100000 ]; then
   echo "FAIL: host 2 sent only $tx bytes on its veth0: the hosts did not talk over the veths"; status=1
 fi
 elapsed=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $start}")
-[ $status -eq 0 ] && echo "summary: 2 hosts x 2 ranks, transports shm,tcp on every rank, $tx bytes sent by host 2 on its veth0, all checks passed in ${elapsed} s"
+[ $status -eq 0 ] && echo "summary: 2 hosts x 2 ranks, transports shm,$across on every rank, $tx bytes sent by host 2 on its veth0, all checks passed in ${elapsed} s"
 exit $status

@@ -3,6 +3,9 @@
 // ranks (fork) and rendezvouses them through a FileStore in a fresh temporary folder,
 // so it needs no launcher:
 //   gloo_allreduce_bench -np 2 -b 8 -e 64M -f 4
+// Or one rank per invocation, for ranks on different (namespace) hosts that share a
+// file system: each names its rank, the store folder and the address it listens on:
+//   gloo_allreduce_bench -np 2 --rank R --store DIR --hostname 10.0.0.R -b 8 -e 64M
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,10 +79,11 @@ long long runSize(const std::shared_ptr<gloo::Context>& ctx, const perf::Options
   return wrong;
 }
 
-int runRank(int rank, int n, const std::string& storeDir, const perf::Options& opts) {
+int runRank(int rank, int n, const std::string& storeDir, const std::string& hostname,
+            const perf::Options& opts) {
   try {
     gloo::transport::tcp::attr attr;
-    attr.hostname = "127.0.0.1";
+    attr.hostname = hostname;
     auto dev = gloo::transport::tcp::CreateDevice(attr);
     gloo::rendezvous::FileStore store(storeDir);
     auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, n);
@@ -88,8 +92,8 @@ int runRank(int rank, int n, const std::string& storeDir, const perf::Options& o
     size_t floats = opts.maxBytes / sizeof(float) + 1;
     std::vector<float> send(floats), recv(floats);
     if (rank == 0) {
-      std::printf("# gloo_allreduce_bench: gloo::allreduce ring, float sum, tcp on 127.0.0.1,"
-                  " nranks %d\n", n);
+      std::printf("# gloo_allreduce_bench: gloo::allreduce ring, float sum, tcp on %s,"
+                  " nranks %d\n", hostname.c_str(), n);
       perf::printPeerTableHeader();
     }
     long long wrongTotal = 0;
@@ -105,16 +109,23 @@ int runRank(int rank, int n, const std::string& storeDir, const perf::Options& o
   }
 }
 
-// Takes "-np N" out of args (default 2).
-int takeRankCount(std::vector<std::string>& args) {
+// Takes "NAME VALUE" out of args; `fallback` when absent.
+std::string takeOption(std::vector<std::string>& args, const char* name, const std::string& fallback) {
   for (size_t i = 0; i + 1 < args.size(); ++i) {
-    if (args[i] != "-np") continue;
-    int n = std::atoi(args[i + 1].c_str());
-    if (n < 1 || n > 256) throw perf::UsageError("invalid value '" + args[i + 1] + "' for -np");
+    if (args[i] != name) continue;
+    std::string v = args[i + 1];
     args.erase(args.begin() + static_cast<long>(i), args.begin() + static_cast<long>(i) + 2);
-    return n;
+    return v;
   }
-  return 2;
+  return fallback;
+}
+
+int parseCount(const std::string& text, const char* name, int lo, int hi) {
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end || v < lo || v > hi)
+    throw perf::UsageError("invalid value '" + text + "' for " + name);
+  return static_cast<int>(v);
 }
 
 }  // namespace
@@ -122,14 +133,21 @@ int takeRankCount(std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   perf::Options opts;
-  int n = 2;
+  int n = 2, rank = -1;
+  std::string store, hostname;
   try {
-    n = takeRankCount(args);
+    n = parseCount(takeOption(args, "-np", "2"), "-np", 1, 256);
+    std::string r = takeOption(args, "--rank", "");
+    store = takeOption(args, "--store", "");
+    hostname = takeOption(args, "--hostname", "127.0.0.1");
+    if (!r.empty()) rank = parseCount(r, "--rank", 0, n - 1);
+    if ((rank >= 0) != !store.empty()) throw perf::UsageError("--rank and --store go together");
     opts = perf::parseArgs(args);
   } catch (const perf::UsageError& e) {
     std::fprintf(stderr, "gloo_allreduce_bench: %s\n", e.what());
     return 2;
   }
+  if (rank >= 0) return runRank(rank, n, store, hostname, opts);
   char tmpl[] = "/tmp/gloo_bench.XXXXXX";
   if (!mkdtemp(tmpl)) {
     std::perror("gloo_allreduce_bench: mkdtemp");
@@ -140,7 +158,7 @@ int main(int argc, char** argv) {
   std::vector<pid_t> children;
   for (int r = 0; r < n; ++r) {
     pid_t pid = fork();
-    if (pid == 0) _exit(runRank(r, n, storeDir, opts));
+    if (pid == 0) _exit(runRank(r, n, storeDir, hostname, opts));
     if (pid < 0) std::perror("gloo_allreduce_bench: fork");
     else children.push_back(pid);
   }

@@ -393,14 +393,16 @@ void Comm::executeOps(const OpArgs* opsBegin, size_t nops) {
 // differ, a system error) is also reported to the job: the other ranks cannot complete
 // anything with this one any more, and at their next health check they fail with its
 // reason instead of waiting out COLL_TIMEOUT. A peer's failure, or a timeout (which every
-// waiting rank reaches by itself), is no news to the job.
+// waiting rank reaches by itself), is no news to the job; a link's failure that only this
+// end saw (LinkError) is.
 void Comm::operationFailed(const Error& e) {
   const bool first = asyncError_.load() == collSuccess;
   setAsyncError(e.code(), e.what());
   // Before the user gets the buffers back: no transport may still be moving bytes of them.
   for (auto& l : links_)
     if (l) l->abandon();
-  if (first && e.code() != collRemoteError && e.code() != collTimeout && boot_)
+  const bool news = (e.code() != collRemoteError && e.code() != collTimeout) || dynamic_cast<const LinkError*>(&e);
+  if (first && news && boot_)
     boot_->abort(strCat("its communicator failed: ", e.what()));
 }
 

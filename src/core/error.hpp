@@ -27,6 +27,15 @@ std::string strCat(const Args&... args) {
   return os.str();
 }
 
+// A failure that this rank's transport saw on a link and that the peer may never notice
+// (a network backend's queue pair broke: the NIC does not tell the other end). A remote
+// error by its nature, but Comm::operationFailed reports it to the job like a failure of
+// this rank's own, so that ranks still waiting on this one fail too.
+class LinkError : public Error {
+ public:
+  using Error::Error;
+};
+
 // errno text for system errors.
 std::string sysErrorText(int err);
 

@@ -63,11 +63,11 @@ bool NetLink::advance(std::deque<Msg>& q, bool recv) {
     int done = 0;
     size_t size = 0;
     uint64_t tag = 0;
-    // A system error, not a remote one: this rank's fabric reported it, and the job must
-    // hear of it (Comm::operationFailed), since the peer may never notice (a NIC does not
-    // tell the other end that its queue pair broke).
-    if (api.test(m.request, &done, &size, &tag) != 0)
-      failed(collSystemError, recv ? "a receive" : "a send");
+    // The job must hear of it, since the peer may never notice (LinkError).
+    if (api.test(m.request, &done, &size, &tag) != 0) {
+      throw LinkError(collRemoteError, strCat("net (", b_->name, "): ", recv ? "a receive" : "a send", " with rank ",
+                                              peer_, " failed: ", b_->lastError()));
+    }
     if (!done) continue;
     if (recv) checkArrival(m, size, tag);
     m.done = true;

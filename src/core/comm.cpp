@@ -18,9 +18,9 @@
 #include "algorithms/exec.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "topology/exchange.hpp"
-#include "transport/net/net_backend.hpp"
 #include "topology/job.hpp"
 #include "topology/topology.hpp"
+#include "transport/net/net_backend.hpp"
 #include "tuning/cost_model.hpp"
 
 namespace coll {

@@ -65,8 +65,11 @@ bool NetLink::advance(std::deque<Msg>& q, bool recv) {
     uint64_t tag = 0;
     // The job must hear of it, since the peer may never notice (LinkError).
     if (api.test(m.request, &done, &size, &tag) != 0) {
+      // Named with this rank's call: where the peer gave up first (its timeout closed
+      // the connection), the two ranks' texts side by side still show both calls.
+      std::string in = m.x->call ? " in this rank's " + describeCall(m.x->call) : std::string();
       throw LinkError(collRemoteError, strCat("net (", b_->name, "): ", recv ? "a receive" : "a send", " with rank ",
-                                              peer_, " failed: ", b_->lastError()));
+                                              peer_, in, " failed: ", b_->lastError()));
     }
     if (!done) continue;
     if (recv) checkArrival(m, size, tag);

@@ -1,8 +1,9 @@
 /* A framework's view of an installed libcollective: only <collective.h> (and the tuner
- * plugin header) from the installed include directory, linked with pkg-config's flags.
+ * plugin and engine headers) from the installed include directory, linked with pkg-config's flags.
  * Built as C99 and C11 with -Wall -Wextra -pedantic -Werror by install_test.sh. */
 #include <collective.h>
 #include <collective/coll_tuner.h>
+#include <collective/hvd.h>
 #include <stdio.h>
 
 int main(void) {
@@ -23,6 +24,11 @@ int main(void) {
     return 1;
   }
   if (collCommDestroy(comm) != collSuccess) return 1;
+  /* The engine's C interface links, and answers a call before init with a reason. */
+  if (collHvdIsInitialized() != 0 || collHvdBarrier(0) != collInvalidUsage || !collHvdLastError()[0]) {
+    fprintf(stderr, "engine interface: unexpected answer before init\n");
+    return 1;
+  }
   printf("C consumer: OK (version %d, tuner interface %d)\n", version, COLL_TUNER_PLUGIN_VERSION);
   return 0;
 }

@@ -50,6 +50,10 @@ TransportChoice chooseTransports(const std::string& mode, int rank, const std::v
   };
   TransportChoice c;
   c.perPeer.resize(n);
+  c.netPaths.assign(static_cast<size_t>(n), NetPath::Kernel);
+  if (mode != "tcp" && offered)
+    for (int r = 0; r < n; ++r)
+      if (!netBackends[r].empty()) c.netPaths[r] = netBackends[r] == "ib" ? NetPath::Bypass : NetPath::Unknown;
   for (int a = 0; a < n; ++a) {
     for (int b = 0; b < n; ++b) {
       if (a == b) continue;

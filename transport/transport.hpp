@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "collective.h"
+#include "topology/path.hpp"
 
 namespace coll {
 
@@ -139,6 +140,10 @@ std::unique_ptr<Transport> makeTransport(const std::string& name);
 struct TransportChoice {
   std::vector<std::string> perPeer;  // "" for `rank` itself
   bool anyNet = false;               // some pair of ranks uses net (the same on every rank)
+  // How each rank reaches other hosts, for the cost model (JobTopo::setNetPaths; the same
+  // on every rank): Bypass where it uses the built-in InfiniBand backend (name "ib"),
+  // Kernel where it has no backend or tcp is forced, Unknown for a plugin backend.
+  std::vector<NetPath> netPaths;
 };
 TransportChoice chooseTransports(const std::string& mode, int rank, const std::vector<std::string>& hostIds,
                                  const std::vector<std::string>& hostnames,

@@ -83,8 +83,10 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks,
     c->selector_ = std::make_unique<Selector>(c->cfg_);
     checkConfigAgrees(*c->boot_, c->cfg_);
     c->discoverTopology();
-    c->startTuner();
+    // Transports first: the choice tells the topology which inter-host paths bypass the
+    // kernel, and the tuner's agreement check builds the cost model from it.
     c->connectTransports();
+    c->startTuner();
   } catch (const std::exception& e) {
     // Tell the other ranks at once instead of leaving them to time out.
     c->boot_->abort(std::string("rank ") + std::to_string(rank) + " failed to initialise: " + e.what());
@@ -228,6 +230,7 @@ void Comm::connectTransports() {
       COLL_INFO("net: not used across hosts (%s); using tcp", netWhy[0].c_str());
   }
   TransportChoice tc = chooseTransports(mode, rank_, ctx.hostIds, hostnames, netBackends, netWhy);
+  topo_.setNetPaths(tc.netPaths);  // before the cost model is first built (on the first call)
   const std::vector<std::string>& choice = tc.perPeer;
   links_.resize(nranks_);
   std::string used;

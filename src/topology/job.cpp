@@ -125,7 +125,10 @@ RankLink JobTopo::link(int a, int b) const {
   if (c == PathClass::NVLink && !table_.userBw[slot] && pa.gpuNvlinkGBs[pb.gpu] > 0)
     l.bwGBs = pa.gpuNvlinkGBs[pb.gpu];
   if (c == PathClass::Network) {
-    bool rdma = isRdma(pa) && isRdma(pb);
+    const auto na = static_cast<NetPath>(pa.netPath), nb = static_cast<NetPath>(pb.netPath);
+    const bool known = na != NetPath::Unknown && nb != NetPath::Unknown;
+    const bool bypass = na == NetPath::Bypass && nb == NetPath::Bypass;
+    bool rdma = known ? bypass : isRdma(pa) && isRdma(pb);
     int costSlot = rdma ? slot : kNumPathClasses;
     const LinkCost& cost = rdma ? table_.of(c) : table_.ethernet;
     l = {c, cost.bwGBs, cost.latUs};
@@ -135,9 +138,22 @@ RankLink JobTopo::link(int a, int b) const {
     // A long or delayed network: the root sits with rank 0, so the rank of the pair on
     // another host measured the crossing (both did, between two other hosts: roughly).
     const double measured = std::max(pa.rootRttUs, pb.rootRttUs) / 2.0;
-    if (!table_.userLat[costSlot] && measured > l.latUs) l.latUs = measured;
+    if (!bypass && !table_.userLat[costSlot] && measured > l.latUs) l.latUs = measured;
   }
   return l;
+}
+
+void JobTopo::setNetPaths(const std::vector<NetPath>& paths) {
+  COLL_CHECK_ARG(paths.size() == ranks_.size(), "topology: ", paths.size(), " network paths for ", ranks_.size(),
+                 " ranks");
+  for (size_t r = 0; r < paths.size(); ++r) ranks_[r].netPath = static_cast<uint8_t>(paths[r]);
+}
+
+bool JobTopo::kernelBypass(int a, int b) const {
+  checkRank(a, "kernelBypass");
+  checkRank(b, "kernelBypass");
+  return hostOf_[a] != hostOf_[b] && static_cast<NetPath>(ranks_[a].netPath) == NetPath::Bypass &&
+         static_cast<NetPath>(ranks_[b].netPath) == NetPath::Bypass;
 }
 
 JobTopo subJob(const JobTopo& job, const std::vector<int>& members) {

@@ -57,7 +57,9 @@ struct RankPlacement {
   // rendezvous root (rank 0's process), microseconds; 0 unknown. Half of it, on a rank
   // of another host than rank 0, is how long the network takes to cross one way.
   float rootRttUs = 0;
-  uint32_t pad1 = 0;
+  // NetPath; set locally after the exchange (always Unknown on the wire).
+  uint8_t netPath = 0;
+  uint8_t pad1[3] = {};
 };
 static_assert(std::is_trivially_copyable_v<RankPlacement>, "exchanged as raw bytes");
 
@@ -123,7 +125,17 @@ class JobTopo {
   // Class plus assumed bandwidth and latency: the table's, except NVLink pairs (hwloc's
   // NVLink bandwidth) and network pairs (the slower NIC's speed; half the longer measured
   // round trip to the root where that is longer than assumed) unless the user set them.
+  // A network pair's table entry is the RDMA one ("network") where both ends reach each
+  // other by kernel bypass, or where that is unknown and both NICs are RDMA-capable;
+  // otherwise "ethernet". The measured round trip (taken over the bootstrap's TCP
+  // connection) says nothing about a kernel-bypass path and is not used for one.
   RankLink link(int a, int b) const;
+  // Records how each rank reaches other hosts (one entry per rank, the same on every
+  // rank: chooseTransports' netPaths).
+  void setNetPaths(const std::vector<NetPath>& paths);
+  // a and b are on different hosts and reach each other by kernel bypass: their messages
+  // cost no kernel CPU time.
+  bool kernelBypass(int a, int b) const;
   const LinkTable& table() const { return table_; }
 
  private:

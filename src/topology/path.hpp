@@ -25,6 +25,12 @@ enum class PathClass : uint8_t {
 };
 constexpr int kNumPathClasses = 8;
 
+// How a rank's messages to other hosts travel, known once its transports are chosen
+// (JobTopo::setNetPaths): through the kernel's TCP stack, or by kernel-bypass RDMA (the
+// built-in InfiniBand verbs backend). Unknown before then, and for network plugins,
+// which do not say.
+enum class NetPath : uint8_t { Unknown = 0, Kernel = 1, Bypass = 2 };
+
 // "self", "nvlink", "pci-switch", "host-bridge", "numa", "package", "cross-socket", "network".
 const char* pathClassName(PathClass c);
 // Accepts the names above; false if unknown.

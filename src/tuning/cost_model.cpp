@@ -127,14 +127,14 @@ Hop flowsHop(const JobTopo& job, const std::vector<std::pair<int, int>>& flows, 
   if (netMsgUs > 0 && (!out.empty() || localInKernel)) {
     // Each inter-host message (and, over sockets, each intra-host one) costs its sender's
     // and its receiver's kernel CPU time (the socket calls, the protocol stack), half
-    // each. More of them at once than a kernel has CPUs wait for each other: the stage
+    // each; kernel-bypass messages (JobTopo::kernelBypass) do not. More of them at once than a kernel has CPUs wait for each other: the stage
     // takes that much longer.
     KernelGroups own;
     if (!groups) own = kernelGroups(job);
     const KernelGroups& g = groups ? *groups : own;
     std::vector<double> ends(g.cpus.size(), 0.0);
     for (auto [a, b] : flows)
-      if (localInKernel || job.hostOf(a) != job.hostOf(b)) {
+      if ((localInKernel || job.hostOf(a) != job.hostOf(b)) && !job.kernelBypass(a, b)) {
         ends[static_cast<size_t>(g.of[static_cast<size_t>(a)])] += 0.5;
         ends[static_cast<size_t>(g.of[static_cast<size_t>(b)])] += 0.5;
       }

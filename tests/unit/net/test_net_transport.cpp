@@ -53,6 +53,22 @@ TEST(ChooseTransports, AutoUsesTheBackendAcrossHostsWhereBothEndsHaveTheSameOne)
   EXPECT_FALSE(coll::chooseTransports("auto", 0, {"a", "b", "b"}, {"a", "b", "b"}, {"", "ib", "ib"}, why).anyNet);
 }
 
+// What the cost model learns from the choice: which ranks reach other hosts by kernel
+// bypass (the built-in InfiniBand backend), which through TCP, and which through a
+// plugin that does not say. The same list on every rank.
+TEST(ChooseTransports, TellsTheCostModelHowEachRankReachesOtherHosts) {
+  using coll::NetPath;
+  const std::vector<std::string> hosts = {"a", "a", "b", "b", "c"};
+  const std::vector<std::string> backends = {"ib", "ib", "ib", "", "ucx"}, why(5, "");
+  const std::vector<NetPath> want = {NetPath::Bypass, NetPath::Bypass, NetPath::Bypass, NetPath::Kernel,
+                                     NetPath::Unknown};
+  for (int r = 0; r < 5; ++r) EXPECT_EQ(coll::chooseTransports("auto", r, hosts, hosts, backends, why).netPaths, want);
+  EXPECT_EQ(coll::chooseTransports("tcp", 0, hosts, hosts, backends, why).netPaths, std::vector<NetPath>(5, NetPath::Kernel));
+  // No offers made (one host, or tcp): every path is the kernel's.
+  EXPECT_EQ(coll::chooseTransports("auto", 0, {"a", "a"}, {"a", "a"}, {}, {}).netPaths,
+            std::vector<NetPath>(2, NetPath::Kernel));
+}
+
 TEST(ChooseTransports, ForcedNetNeedsTheSameBackendEverywhere) {
   const std::vector<std::string> hosts = {"a", "a", "b"};
   EXPECT_EQ(choose("net", 1, hosts, {"ib", "ib", "ib"}), (std::vector<std::string>{"net", "", "net"}));

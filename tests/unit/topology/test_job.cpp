@@ -156,6 +156,47 @@ TEST(TopoJob, MeasuredRoundTripLengthensTheNetwork) {
   expectError([&] { makePlacement(t, bad); }, collInvalidArgument, {"rank 3", "round-trip time"});
 }
 
+// Once transports are chosen, a network pair is priced by how it travels: kernel bypass
+// takes the RDMA entry, and the round trip measured over the bootstrap's TCP connection
+// does not apply to it; TCP takes the ethernet entry and the round trip, even between
+// RDMA-capable NICs (IP over InfiniBand). Before (or for a plugin) the NICs decide.
+TEST(TopoJob, NetPathsPriceTheNetworkByTransport) {
+  HostTopo t = hostOnly();
+  std::vector<RankPlacement> ps = twoPerHost(t, 4, [](PlacementInput& in) {
+    in.cpus = {in.rank};
+    in.rootRttUs = in.rank >= 2 ? 60 : 0;  // 30 us one way
+  });
+  for (RankPlacement& p : ps) {
+    p.nic = 0;
+    p.nicKind = static_cast<uint8_t>(NicKind::Ib);
+    p.nicPath = static_cast<uint8_t>(PathClass::Package);
+    p.nicSpeedMbps = 200000;
+  }
+  const LinkTable table = LinkTable::defaults();
+  JobTopo job(ps, table);
+  EXPECT_DOUBLE_EQ(job.link(0, 2).latUs, 30);  // unknown: the RDMA entry, lengthened
+  EXPECT_DOUBLE_EQ(job.link(0, 2).bwGBs, 25);  // the NICs' 200 Gb/s
+  job.setNetPaths({NetPath::Bypass, NetPath::Bypass, NetPath::Bypass, NetPath::Bypass});
+  EXPECT_DOUBLE_EQ(job.link(0, 2).latUs, table.of(PathClass::Network).latUs);
+  EXPECT_DOUBLE_EQ(job.link(0, 2).bwGBs, 25);
+  EXPECT_TRUE(job.kernelBypass(1, 3));
+  // Sub-communicators keep the paths.
+  EXPECT_TRUE(subJob(job, {0, 2}).kernelBypass(0, 1));
+  job.setNetPaths({NetPath::Kernel, NetPath::Kernel, NetPath::Bypass, NetPath::Bypass});
+  EXPECT_DOUBLE_EQ(job.link(0, 2).latUs, 30);
+  EXPECT_GT(table.ethernet.latUs, table.of(PathClass::Network).latUs);
+  ps[0].rootRttUs = ps[2].rootRttUs = 0;
+  JobTopo quiet(ps, table);
+  quiet.setNetPaths({NetPath::Kernel, NetPath::Kernel, NetPath::Kernel, NetPath::Kernel});
+  EXPECT_DOUBLE_EQ(quiet.link(0, 3).latUs, 30);  // rank 3 still measured its round trip
+  EXPECT_DOUBLE_EQ(quiet.link(0, 1).latUs, table.of(quiet.pathClass(0, 1)).latUs);  // same host
+  ps[2].rootRttUs = ps[3].rootRttUs = 0;
+  JobTopo unmeasured(ps, table);
+  unmeasured.setNetPaths({NetPath::Kernel, NetPath::Kernel, NetPath::Kernel, NetPath::Kernel});
+  EXPECT_DOUBLE_EQ(unmeasured.link(0, 2).latUs, table.ethernet.latUs);
+  EXPECT_DOUBLE_EQ(unmeasured.link(0, 2).bwGBs, 25);  // the NIC speed still bounds it
+}
+
 TEST(TopoJob, HostIdFromEnvironment) {
   EnvGuard id("COLL_HOST_ID", "sim-host-7");
   RankPlacement p = place(hostOnly(), 0, localHostId(), {0});
@@ -188,6 +229,7 @@ TEST(TopoJob, CorruptPlacementsFromPeers) {
   expectBad([](RankPlacement& p) { p.hostGpus = 200; }, "GPU count");
   expectBad([](RankPlacement& p) { p.hostGpus = 2; p.gpu = 0; p.gpuPath[1] = 9; }, "GPU path class");
   expectBad([](RankPlacement& p) { p.nic = 0; p.nicPath = 12; }, "NIC path");
+  expectBad([](RankPlacement& p) { p.netPath = 3; }, "network path");
   expectBad([](RankPlacement& p) { p.rootRttUs = -1; }, "round-trip time");
   expectBad([](RankPlacement& p) { p.rootRttUs = std::numeric_limits<float>::quiet_NaN(); }, "round-trip time");
   EXPECT_NO_THROW(JobTopo(good, LinkTable::defaults()));

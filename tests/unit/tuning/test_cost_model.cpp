@@ -313,6 +313,37 @@ TEST(CostModel, MessagesBeyondAKernelsCpusQueue) {
   for (size_t s : {size_t{8}, size_t{1} << 10}) EXPECT_EQ(best(ma, OpKind::AllReduce, s, allReduceAlgos()), "rd") << s;
 }
 
+// Kernel-bypass messages (the InfiniBand backend) take no kernel CPU time, so they do not
+// queue behind each other where many cross at once; messages of a pair that goes through
+// TCP on either end still do.
+TEST(CostModel, KernelBypassMessagesDoNotQueue) {
+  auto twoCpus = [](int) { return std::vector<int>{0, 1}; };
+  JobTopo job = makeJob({"A", "A", "B", "B"}, LinkTable::defaults(), twoCpus, 42);
+  const double eth = LinkTable::defaults().ethernet.latUs, rdma = LinkTable::defaults().of(PathClass::Network).latUs;
+  const std::vector<std::pair<int, int>> four{{0, 2}, {2, 0}, {1, 3}, {3, 1}};
+  EXPECT_DOUBLE_EQ(flowsHop(job, four, 8).latUs, eth + 8);  // unknown: through the kernel
+  job.setNetPaths({NetPath::Kernel, NetPath::Kernel, NetPath::Kernel, NetPath::Kernel});
+  EXPECT_DOUBLE_EQ(flowsHop(job, four, 8).latUs, eth + 8);
+  job.setNetPaths({NetPath::Bypass, NetPath::Bypass, NetPath::Bypass, NetPath::Bypass});
+  EXPECT_TRUE(job.kernelBypass(0, 2));
+  EXPECT_FALSE(job.kernelBypass(0, 1));  // the same host: no network at all
+  EXPECT_DOUBLE_EQ(flowsHop(job, four, 8).latUs, rdma);
+  // Ranks 1 and 3 through TCP: their two messages alone fit the two CPUs, and their
+  // pair is the slow one of the stage.
+  job.setNetPaths({NetPath::Bypass, NetPath::Kernel, NetPath::Bypass, NetPath::Kernel});
+  EXPECT_FALSE(job.kernelBypass(1, 3));
+  EXPECT_FALSE(job.kernelBypass(0, 3));
+  EXPECT_DOUBLE_EQ(flowsHop(job, four, 8).latUs, eth);
+  EXPECT_DOUBLE_EQ(flowsHop(job, {{0, 2}, {2, 0}}, 8).latUs, rdma);
+  try {
+    job.setNetPaths({NetPath::Bypass});
+    ADD_FAILURE() << "a path list of the wrong length was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), collInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("1 network paths for 4 ranks"), std::string::npos) << e.what();
+  }
+}
+
 // Across a distant link (1 ms, as the round trip to the root measures it) the
 // hierarchical leaders' exchange outlasts the other ranks' spin: they sleep, and waking
 // them costs what recursive doubling, where every rank waits for a message of its own,

@@ -118,6 +118,17 @@ hvd::Compression toCompression(const collHvdCompression_t* c, const char* call) 
   return out;
 }
 
+// The options every reducing call shares (AllreduceOptions, ReducescatterOptions).
+template <typename Options>
+Options reduceOptions(int op, double prescale, double postscale, int processSet, const char* call) {
+  Options o;
+  o.op = toOp(op, call);
+  o.prescale_factor = prescale;
+  o.postscale_factor = postscale;
+  o.process_set = hvd::ProcessSet{processSet};
+  return o;
+}
+
 std::string toName(const char* name, const char* call) {
   HVD_CHECK(name, call, ": name is NULL");
   return name;
@@ -221,12 +232,8 @@ COLL_EXPORT collResult_t collHvdAllreduceAsync(const collHvdTensor_t* input, con
   constexpr const char* call = "collHvdAllreduceAsync";
   return guarded(call, [&] {
     HVD_OUT(handle, call);
-    hvd::AllreduceOptions o;
-    o.op = toOp(op, call);
-    o.prescale_factor = prescale;
-    o.postscale_factor = postscale;
+    auto o = reduceOptions<hvd::AllreduceOptions>(op, prescale, postscale, processSet, call);
     o.compression = toCompression(compression, call);
-    o.process_set = hvd::ProcessSet{processSet};
     const hvd::Tensor in = toTensor(input, call, "input");
     const hvd::Tensor out = toTensor(output, call, "output");
     storeHandle(hvd::allreduce_async(in, out, toName(name, call), o), Kind::Allreduce, handle);
@@ -243,12 +250,8 @@ COLL_EXPORT collResult_t collHvdGroupedAllreduceAsync(int n, const collHvdTensor
     HVD_OUT(handle, call);
     HVD_CHECK(n > 0, call, ": n must be positive, got ", n);
     HVD_CHECK(inputs && outputs, call, ": inputs or outputs is NULL");
-    hvd::AllreduceOptions o;
-    o.op = toOp(op, call);
-    o.prescale_factor = prescale;
-    o.postscale_factor = postscale;
+    auto o = reduceOptions<hvd::AllreduceOptions>(op, prescale, postscale, processSet, call);
     o.compression = toCompression(compression, call);
-    o.process_set = hvd::ProcessSet{processSet};
     std::vector<hvd::Tensor> in, out;
     for (int i = 0; i < n; ++i) {
       in.push_back(toTensor(&inputs[i], call, "an input"));
@@ -306,11 +309,7 @@ COLL_EXPORT collResult_t collHvdReducescatterAsync(const collHvdTensor_t* input,
   constexpr const char* call = "collHvdReducescatterAsync";
   return guarded(call, [&] {
     HVD_OUT(handle, call);
-    hvd::ReducescatterOptions o;
-    o.op = toOp(op, call);
-    o.prescale_factor = prescale;
-    o.postscale_factor = postscale;
-    o.process_set = hvd::ProcessSet{processSet};
+    const auto o = reduceOptions<hvd::ReducescatterOptions>(op, prescale, postscale, processSet, call);
     storeHandle(hvd::reducescatter_async(toTensor(input, call, "input"), toName(name, call), o),
                 Kind::Reducescatter, handle);
   });

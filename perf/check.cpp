@@ -199,7 +199,9 @@ void fillInput(void* buf, size_t count, const Pattern& p, int rank) {
     storeValue(buf, j, p.type(), static_cast<double>(p.value(rank, j)));
 }
 
-bool outputDefined(Coll c, int rank, int root) { return c != Coll::Reduce || rank == root; }
+bool outputDefined(Coll c, int rank, int root) {
+  return (c != Coll::Reduce && c != Coll::Gather) || rank == root;
+}
 
 double expectedOutput(Coll c, const Pattern& p, const Counts& k, int nranks, int rank,
                       int root, size_t i) {
@@ -210,7 +212,10 @@ double expectedOutput(Coll c, const Pattern& p, const Counts& k, int nranks, int
     case Coll::Reduce: return p.reduced(i);
     case Coll::ReduceScatter: return p.reduced(static_cast<size_t>(rank) * pc + i);
     case Coll::Broadcast: v = p.value(root, i); break;
-    case Coll::AllGather: v = p.value(static_cast<int>(i / pc), i % pc); break;
+    case Coll::AllGather:
+    case Coll::Gather:
+    case Coll::HyperCube: v = p.value(static_cast<int>(i / pc), i % pc); break;
+    case Coll::Scatter: v = p.value(root, static_cast<size_t>(rank) * pc + i); break;
     case Coll::AllToAll:
       v = p.value(static_cast<int>(i / pc), static_cast<size_t>(rank) * pc + i % pc);
       break;

@@ -56,7 +56,7 @@ void fillInput(void* buf, size_t count, const Pattern& p, int rank);
 // The expected value of output element i (0 <= i < k.recvCount) of rank `rank`.
 double expectedOutput(Coll c, const Pattern& p, const Counts& k, int nranks, int rank,
                       int root, size_t i);
-// Does this rank's output carry a defined result? (reduce: root only)
+// Does this rank's output carry a defined result? (reduce, gather: root only)
 bool outputDefined(Coll c, int rank, int root);
 // Wrong elements among the k.recvCount elements at out.
 size_t countWrong(Coll c, const Pattern& p, const Counts& k, int nranks, int rank, int root,

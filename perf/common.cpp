@@ -158,6 +158,9 @@ const char* collName(Coll c) {
     case Coll::ReduceScatter: return "reducescatter";
     case Coll::AllToAll: return "alltoall";
     case Coll::SendRecv: return "sendrecv";
+    case Coll::Gather: return "gather";
+    case Coll::Scatter: return "scatter";
+    case Coll::HyperCube: return "hypercube";
   }
   return "invalid";
 }
@@ -165,7 +168,9 @@ const char* collName(Coll c) {
 bool collHasOp(Coll c) {
   return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
 }
-bool collHasRoot(Coll c) { return c == Coll::Broadcast || c == Coll::Reduce; }
+bool collHasRoot(Coll c) {
+  return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Gather || c == Coll::Scatter;
+}
 
 size_t parseSize(const std::string& text, const std::string& what) {
   if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])))
@@ -235,7 +240,7 @@ std::string usageText(const char* prog) {
      << "  -d,--datatype <t|all>    int8 uint8 int32 uint32 int64 uint64 half float double"
      << " bfloat16 (default float)\n"
      << "  -o,--op <op|all>         sum prod max min avg (default sum)\n"
-     << "  -r,--root <r|all>        root of broadcast/reduce (default 0)\n"
+     << "  -r,--root <r|all>        root of broadcast/reduce/gather/scatter (default 0)\n"
      << "  -z,--blocking <0|1>      accepted for compatibility (host calls always block)\n"
      << "  -a,--average <0..3>      time across ranks: 0 rank 0, 1 mean, 2 min, 3 max"
      << " (default 3)\n"
@@ -316,12 +321,14 @@ Counts countsFor(Coll c, size_t bytes, size_t typeSize, int nranks, int rank) {
     case Coll::AllReduce: case Coll::Broadcast: case Coll::Reduce: case Coll::SendRecv:
       k.sendCount = k.recvCount = k.paramCount = count;
       break;
-    case Coll::AllGather:
+    // Gather and hypercube fill a gathered buffer like all-gather (gather on the root only).
+    case Coll::AllGather: case Coll::Gather: case Coll::HyperCube:
       k.paramCount = k.sendCount = count / n;
       k.recvCount = k.paramCount * n;
       k.sendInplaceOffset = r * k.paramCount;
       break;
-    case Coll::ReduceScatter:
+    // Scatter reads the root's whole send buffer like reduce-scatter reads every rank's.
+    case Coll::ReduceScatter: case Coll::Scatter:
       k.paramCount = k.recvCount = count / n;
       k.sendCount = k.paramCount * n;
       k.recvInplaceOffset = r * k.paramCount;
@@ -340,12 +347,42 @@ double busBwFactor(Coll c, int nranks) {
     case Coll::AllReduce: return nranks > 1 ? 2.0 * (n - 1) / n : 0.0;
     case Coll::AllGather:
     case Coll::ReduceScatter:
-    case Coll::AllToAll: return nranks > 1 ? (n - 1) / n : 0.0;
+    case Coll::AllToAll:
+    case Coll::Gather:
+    case Coll::Scatter:
+    case Coll::HyperCube: return nranks > 1 ? (n - 1) / n : 0.0;
     case Coll::Broadcast:
     case Coll::Reduce:
     case Coll::SendRecv: return 1.0;
   }
   return 0.0;
+}
+
+std::string optionsProblem(Coll c, const Options& o) {
+  const bool grouped = c == Coll::Gather || c == Coll::Scatter || c == Coll::HyperCube;
+  // The library stages a group of several device ops whole but runs a group of one op as
+  // that op alone (chunked, or over CUDA IPC), and the ranks of a gather or scatter group
+  // different numbers of ops, so their device transfers would not match.
+  if (grouped && o.deviceBuffers) {
+    return std::string("-g 1: not supported by ") + collName(c) +
+           " (built from grouped collSend/collRecv calls on host buffers); use -g 0";
+  }
+  // -m wraps the calls of an iteration in one group, and nested groups merge: every step
+  // of a hypercube would then be issued at once, each sending blocks not yet received.
+  if (c == Coll::HyperCube && o.aggIters > 1) {
+    return "-m " + std::to_string(o.aggIters) +
+           ": not supported by hypercube (its steps depend on each other and cannot share"
+           " one group); use -m 1";
+  }
+  return "";
+}
+
+std::string rankCountProblem(Coll c, int nranks) {
+  if (c == Coll::HyperCube && (nranks < 1 || (nranks & (nranks - 1)) != 0)) {
+    return "hypercube needs a power-of-two number of ranks (1, 2, 4, 8, ...), not " +
+           std::to_string(nranks);
+  }
+  return "";
 }
 
 }  // namespace perf

@@ -19,11 +19,16 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Coll { AllReduce, AllGather, Broadcast, Reduce, ReduceScatter, AllToAll, SendRecv };
+// Gather, Scatter and HyperCube are not library collectives: their tools build them from
+// grouped collSend/collRecv calls, as nccl-tests does.
+enum class Coll {
+  AllReduce, AllGather, Broadcast, Reduce, ReduceScatter, AllToAll, SendRecv,
+  Gather, Scatter, HyperCube
+};
 
 const char* collName(Coll c);   // "allreduce"...
 bool collHasOp(Coll c);         // reductions print and loop over -o
-bool collHasRoot(Coll c);       // broadcast and reduce loop over -r
+bool collHasRoot(Coll c);       // broadcast, reduce, gather and scatter loop over -r
 
 // How nccl-tests folds the per-rank time into the printed one (-a).
 enum class AvgMode { Rank0 = 0, Mean = 1, Min = 2, Max = 3 };
@@ -99,5 +104,12 @@ Counts countsFor(Coll c, size_t bytes, size_t typeSize, int nranks, int rank);
 
 // algbw * factor = busbw, nccl-tests' definitions (doc/PERFORMANCE.md there).
 double busBwFactor(Coll c, int nranks);
+
+// Why a tool cannot run with these options, known before joining the job ("" if it can):
+// gather, scatter and hypercube take host buffers only (no -g 1), and hypercube's steps
+// cannot be merged into one group (no -m > 1).
+std::string optionsProblem(Coll c, const Options& o);
+// Why a tool cannot run on nranks ranks ("" if it can): hypercube needs a power of two.
+std::string rankCountProblem(Coll c, int nranks);
 
 }  // namespace perf

@@ -288,3 +288,75 @@ TEST(PerfBusBw, NcclTestsFactors) {
   EXPECT_DOUBLE_EQ(perf::busBwFactor(Coll::Reduce, 3), 1.0);
   EXPECT_DOUBLE_EQ(perf::busBwFactor(Coll::SendRecv, 5), 1.0);
 }
+
+// gather_perf and hypercube_perf size like all_gather_perf (the gathered buffer, count
+// per rank), scatter_perf like reduce_scatter_perf (the root's send buffer).
+TEST(PerfCounts, GroupedPointToPointTools) {
+  for (Coll c : {Coll::Gather, Coll::HyperCube}) {
+    perf::Counts k = perf::countsFor(c, 1000, 4, 4, 3);  // 250 elements, 62 per rank
+    EXPECT_EQ(k.paramCount, 62u) << perf::collName(c);
+    EXPECT_EQ(k.sendCount, 62u) << perf::collName(c);
+    EXPECT_EQ(k.recvCount, 248u) << perf::collName(c);
+    EXPECT_EQ(k.sendInplaceOffset, 186u) << perf::collName(c);
+    EXPECT_EQ(k.recvInplaceOffset, 0u) << perf::collName(c);
+    EXPECT_EQ(k.printedCount(), 248u) << perf::collName(c);
+  }
+  perf::Counts sc = perf::countsFor(Coll::Scatter, 1000, 4, 3, 1);  // 250 elements, 83 per rank
+  EXPECT_EQ(sc.paramCount, 83u);
+  EXPECT_EQ(sc.sendCount, 249u);
+  EXPECT_EQ(sc.recvCount, 83u);
+  EXPECT_EQ(sc.sendInplaceOffset, 0u);
+  EXPECT_EQ(sc.recvInplaceOffset, 83u);
+  EXPECT_EQ(sc.printedCount(), 249u);
+}
+
+TEST(PerfBusBw, GroupedPointToPointTools) {
+  EXPECT_DOUBLE_EQ(perf::busBwFactor(Coll::Gather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(perf::busBwFactor(Coll::Gather, 2), 0.5);
+  EXPECT_DOUBLE_EQ(perf::busBwFactor(Coll::Scatter, 8), 0.875);
+  EXPECT_DOUBLE_EQ(perf::busBwFactor(Coll::Scatter, 3), 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(perf::busBwFactor(Coll::HyperCube, 16), 0.9375);
+  EXPECT_DOUBLE_EQ(perf::busBwFactor(Coll::HyperCube, 1), 0.0);
+}
+
+TEST(PerfColl, NamesRootsAndOps) {
+  EXPECT_STREQ(perf::collName(Coll::Gather), "gather");
+  EXPECT_STREQ(perf::collName(Coll::Scatter), "scatter");
+  EXPECT_STREQ(perf::collName(Coll::HyperCube), "hypercube");
+  EXPECT_TRUE(perf::collHasRoot(Coll::Gather));
+  EXPECT_TRUE(perf::collHasRoot(Coll::Scatter));
+  EXPECT_FALSE(perf::collHasRoot(Coll::HyperCube));
+  for (Coll c : {Coll::Gather, Coll::Scatter, Coll::HyperCube})
+    EXPECT_FALSE(perf::collHasOp(c)) << perf::collName(c);
+}
+
+// The grouped tools take host buffers only, and hypercube's dependent steps cannot be
+// aggregated with -m; the other tools accept both.
+TEST(PerfProblems, OptionsTheGroupedToolsRefuse) {
+  Options device = parse({"-g", "1"});
+  for (Coll c : {Coll::Gather, Coll::Scatter, Coll::HyperCube}) {
+    const std::string why = perf::optionsProblem(c, device);
+    EXPECT_NE(why.find("-g 1: not supported by"), std::string::npos) << why;
+    EXPECT_NE(why.find(perf::collName(c)), std::string::npos) << why;
+    EXPECT_EQ(perf::optionsProblem(c, parse({})), "") << perf::collName(c);
+  }
+  for (Coll c : {Coll::AllReduce, Coll::SendRecv, Coll::AllToAll})
+    EXPECT_EQ(perf::optionsProblem(c, device), "") << perf::collName(c);
+  Options agg = parse({"-m", "2"});
+  EXPECT_NE(perf::optionsProblem(Coll::HyperCube, agg).find("-m 2: not supported by hypercube"),
+            std::string::npos);
+  EXPECT_EQ(perf::optionsProblem(Coll::Gather, agg), "");
+  EXPECT_EQ(perf::optionsProblem(Coll::HyperCube, parse({"-m", "1"})), "");
+}
+
+TEST(PerfProblems, HypercubeNeedsAPowerOfTwo) {
+  for (int n : {1, 2, 4, 8, 64, 1024})
+    EXPECT_EQ(perf::rankCountProblem(Coll::HyperCube, n), "") << n;
+  for (int n : {0, 3, 5, 6, 7, 12, 1023}) {
+    const std::string why = perf::rankCountProblem(Coll::HyperCube, n);
+    EXPECT_NE(why.find("power-of-two number of ranks"), std::string::npos) << n << ": " << why;
+    EXPECT_NE(why.find("not " + std::to_string(n)), std::string::npos) << why;
+  }
+  for (Coll c : {Coll::Gather, Coll::Scatter, Coll::AllGather})
+    EXPECT_EQ(perf::rankCountProblem(c, 3), "") << perf::collName(c);
+}

@@ -188,3 +188,60 @@ TEST(PerfFill, WritesThePatternInTheType) {
   for (size_t i = 0; i < buf.size(); ++i)
     EXPECT_EQ(perf::bf16ToFloat(buf[i]), static_cast<float>(p.value(3, i)));
 }
+
+// Values by hand: with no reduction the range is 100, so input element e of rank r is
+// (7e + 37r) mod 100.
+TEST(PerfExpected, GroupedPointToPointTools) {
+  Pattern p(collFloat, perf::kNoOp, 3);
+  // gather, 48 bytes of float on 3 ranks: 4 per rank. Root 1, element 9 = rank 2's
+  // element 1: (7 + 74) mod 100.
+  perf::Counts g = perf::countsFor(Coll::Gather, 48, 4, 3, 1);
+  EXPECT_EQ(perf::expectedOutput(Coll::Gather, p, g, 3, 1, 1, 9), 81);
+  EXPECT_EQ(perf::expectedOutput(Coll::Gather, p, g, 3, 1, 1, 5), 44);  // rank 1 elem 1
+  // scatter: rank 2 receives block 2 of the root's send buffer. Root 1, element 3 =
+  // root's element 2*4 + 3 = 11: (77 + 37) mod 100.
+  perf::Counts s = perf::countsFor(Coll::Scatter, 48, 4, 3, 2);
+  EXPECT_EQ(perf::expectedOutput(Coll::Scatter, p, s, 3, 2, 1, 3), 14);
+  // Root 2, rank 0, element 0: root's element 0 = 74.
+  perf::Counts s0 = perf::countsFor(Coll::Scatter, 48, 4, 3, 0);
+  EXPECT_EQ(perf::expectedOutput(Coll::Scatter, p, s0, 3, 0, 2, 0), 74);
+  // hypercube, 64 bytes of float on 4 ranks: 4 per rank; element 14 = rank 3's element
+  // 2: (14 + 111) mod 100, on every rank.
+  Pattern p4(collFloat, perf::kNoOp, 4);
+  for (int rank = 0; rank < 4; ++rank) {
+    perf::Counts h = perf::countsFor(Coll::HyperCube, 64, 4, 4, rank);
+    EXPECT_EQ(perf::expectedOutput(Coll::HyperCube, p4, h, 4, rank, 0, 14), 25);
+    EXPECT_EQ(perf::expectedOutput(Coll::HyperCube, p4, h, 4, rank, 0, 0), 0);
+  }
+}
+
+// gather's output is defined on the root only (like reduce); scatter's on every rank.
+TEST(PerfCountWrong, GatherChecksTheRootOnlyScatterEveryRank) {
+  EXPECT_TRUE(perf::outputDefined(Coll::Gather, 2, 2));
+  EXPECT_FALSE(perf::outputDefined(Coll::Gather, 0, 2));
+  EXPECT_TRUE(perf::outputDefined(Coll::Scatter, 0, 2));
+  EXPECT_TRUE(perf::outputDefined(Coll::HyperCube, 3, 0));
+  const int n = 3, root = 1;
+  for (collDataType_t dt : kAllTypes) {
+    Pattern p(dt, perf::kNoOp, n);
+    const size_t ts = perf::typeBytes(dt);
+    perf::Counts g = perf::countsFor(Coll::Gather, 30 * ts, ts, n, root);  // 10 per rank
+    std::vector<unsigned char> out(g.recvCount * ts);
+    for (size_t i = 0; i < g.recvCount; ++i)
+      perf::storeValue(out.data(), i, dt, static_cast<double>(p.value(static_cast<int>(i / 10), i % 10)));
+    EXPECT_EQ(perf::countWrong(Coll::Gather, p, g, n, root, root, out.data()), 0u) << perf::typeName(dt);
+    perf::storeValue(out.data(), 12, dt, static_cast<double>(p.value(1, 2) + 1));
+    std::memset(out.data() + 29 * ts, 0xFF, ts);
+    EXPECT_EQ(perf::countWrong(Coll::Gather, p, g, n, root, root, out.data()), 2u) << perf::typeName(dt);
+    EXPECT_EQ(perf::countWrong(Coll::Gather, p, g, n, 0, root, out.data()), 0u) << perf::typeName(dt);
+
+    // scatter on rank 2: the root's elements 20..29.
+    perf::Counts s = perf::countsFor(Coll::Scatter, 30 * ts, ts, n, 2);
+    std::vector<unsigned char> got(s.recvCount * ts);
+    for (size_t i = 0; i < s.recvCount; ++i)
+      perf::storeValue(got.data(), i, dt, static_cast<double>(p.value(root, 20 + i)));
+    EXPECT_EQ(perf::countWrong(Coll::Scatter, p, s, n, 2, root, got.data()), 0u) << perf::typeName(dt);
+    std::memset(got.data(), 0xFF, ts);
+    EXPECT_EQ(perf::countWrong(Coll::Scatter, p, s, n, 2, root, got.data()), 1u) << perf::typeName(dt);
+  }
+}

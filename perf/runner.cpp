@@ -332,6 +332,11 @@ int runTool(int argc, char** argv, const ToolDesc& tool) {
   }
   // Refused before joining the job: every rank fails alike, at once, and none waits for
   // peers that will never come.
+  const std::string unsupported = optionsProblem(tool.coll, opts);
+  if (!unsupported.empty()) {
+    std::fprintf(stderr, "%s: %s\n", prog, unsupported.c_str());
+    return 2;
+  }
   if (opts.deviceBuffers) {
     const std::string why = deviceBuffersUnavailable();
     if (!why.empty()) {
@@ -351,9 +356,15 @@ int runTool(int argc, char** argv, const ToolDesc& tool) {
   try {
     checkCall(collCommUserRank(comm, &rank), "collCommUserRank", comm);
     checkCall(collCommCount(comm, &nranks), "collCommCount", comm);
-    if (collHasRoot(tool.coll) && !opts.allRoots && opts.root >= nranks) {
-      if (rank == 0)
-        std::fprintf(stderr, "%s: -r %d is not a rank of %d\n", prog, opts.root, nranks);
+    // Every rank sees the same count, so every rank refuses alike. Rank 0 says why before
+    // the barrier: a launcher that kills the job when the first rank exits would
+    // otherwise often cut the message off.
+    std::string refused = rankCountProblem(tool.coll, nranks);
+    if (collHasRoot(tool.coll) && !opts.allRoots && opts.root >= nranks)
+      refused = "-r " + std::to_string(opts.root) + " is not a rank of " + std::to_string(nranks);
+    if (!refused.empty()) {
+      if (rank == 0) std::fprintf(stderr, "%s: %s\n", prog, refused.c_str());
+      collBarrier(comm);
       return 2;
     }
     Bench bench(opts, tool, comm);

@@ -1,0 +1,27 @@
+// gather_perf: the root receives count = bytes / (n * type size) elements from every rank
+// into its receive buffer at offset rank * count, its own block through a send to itself
+// in the same group; built from grouped collSend/collRecv calls as in nccl-tests (the
+// API has no gather). Size is the gathered buffer, busbw = algbw * (n-1)/n
+// (perf::busBwFactor); only the root's output is checked. Host buffers only
+// (perf::optionsProblem).
+#include "runner.hpp"
+
+namespace {
+collResult_t call(const perf::CallArgs& a) {
+  collResult_t r = collGroupStart();
+  if (r != collSuccess) return r;
+  collResult_t s = collSend(a.send, a.count, a.type, a.root, a.comm, nullptr);
+  if (a.rank == a.root) {
+    const size_t blockBytes = a.count * perf::typeBytes(a.type);
+    for (int peer = 0; peer < a.nranks && s == collSuccess; ++peer) {
+      s = collRecv(static_cast<char*>(a.recv) + static_cast<size_t>(peer) * blockBytes, a.count,
+                   a.type, peer, a.comm, nullptr);
+    }
+  }
+  // The group must be closed even after a failed call, or the next call nests in it.
+  r = collGroupEnd();
+  return s != collSuccess ? s : r;
+}
+}  // namespace
+
+int main(int argc, char** argv) { return perf::runTool(argc, argv, {perf::Coll::Gather, call}); }

@@ -43,8 +43,9 @@ TEST(PerfTools, HugeMaxBytesIsAnErrorNotACrash) {
 }
 
 // nccl-tests prints the count passed to the collective (its paramCount): per rank for
-// all-gather, reduce-scatter and all-to-all, while size is the larger buffer. 64 bytes
-// of float over 2 ranks: 8 elements per rank, not the 16 of the whole buffer.
+// all-gather, reduce-scatter, all-to-all, gather, scatter and hypercube, while size is
+// the larger buffer. 64 bytes of float over 2 ranks: 8 elements per rank, not the 16 of
+// the whole buffer.
 TEST(PerfTools, CountColumnIsTheCountOfTheCall) {
   struct Case {
     const char* tool;
@@ -52,7 +53,8 @@ TEST(PerfTools, CountColumnIsTheCountOfTheCall) {
   };
   for (const Case& c : {Case{"all_gather_perf", "8"}, Case{"reduce_scatter_perf", "8"},
                         Case{"alltoall_perf", "8"}, Case{"all_reduce_perf", "16"},
-                        Case{"broadcast_perf", "16"}}) {
+                        Case{"broadcast_perf", "16"}, Case{"gather_perf", "8"},
+                        Case{"scatter_perf", "8"}, Case{"hypercube_perf", "8"}}) {
     const testshell::Result r = runTool(2, c.tool, "-b 64 -e 64 -n 1 -w 0");
     ASSERT_EQ(r.status, 0) << c.tool << ":\n" << r.out;
     const std::vector<std::string> row = firstRow(r.out);

@@ -19,13 +19,17 @@ const Algorithm& rdAllGather();
 const Algorithm& hdReduceScatter();
 const Algorithm& hierAllGather();
 const Algorithm& hierReduceScatter();
+const Algorithm& directGather();
+const Algorithm& treeGather();
+const Algorithm& directScatter();
+const Algorithm& treeScatter();
 
 const std::vector<const Algorithm*>& algorithmTable() {
   static const std::vector<const Algorithm*> table = {
       &ringAllReduce(),     &rdAllReduce(),      &oneShotAllReduce(),      &hdAllReduce(),     &treeAllReduce(), &hierAllReduce(),
       &chainBroadcast(),    &treeBroadcast(),    &chainReduce(),     &treeReduce(),    &ringAllGather(),
       &rdAllGather(),       &hierAllGather(),     &ringReduceScatter(), &hdReduceScatter(), &hierReduceScatter(),
-      &pairwiseAllToAll(),
+      &pairwiseAllToAll(),  &directGather(),      &treeGather(),        &directScatter(),     &treeScatter(),
   };
   return table;
 }

@@ -21,6 +21,8 @@ StreamOpSpec specForOp(const OpArgs& op, int nranks, int rank, bool sendOnDevice
     case OpKind::AllGather: sendBytes = one; recvBytes = all; break;
     case OpKind::ReduceScatter: sendBytes = all; recvBytes = one; break;
     case OpKind::AllToAll: sendBytes = recvBytes = all; break;
+    case OpKind::Gather: sendBytes = one; recvBytes = rank == op.root ? all : 0; break;
+    case OpKind::Scatter: sendBytes = rank == op.root ? all : 0; recvBytes = one; break;
     case OpKind::Send: sendBytes = one; elementwise = true; break;
     case OpKind::Recv: recvBytes = one; elementwise = true; break;
     case OpKind::Barrier: break;

@@ -1,6 +1,7 @@
 // From a validated collective (OpArgs) to what the stream executor stages: the bytes each
 // side of the op touches on this rank (the rules of validateOp: a broadcast's non-root
-// reads no send buffer, a reduce's non-root writes no receive buffer) and whether the op
+// reads no send buffer, a reduce's non-root writes no receive buffer,
+// and likewise a scatter's and a gather's) and whether the op
 // may be pipelined in element chunks.
 #pragma once
 

@@ -142,6 +142,18 @@ collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 /* Each rank sends count elements to every rank (nranks*count in each buffer). */
 collResult_t collAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                           collDataType_t datatype, collComm_t comm, collStream_t stream);
+/* Every rank sends sendcount elements to root. On the root, recvbuff holds
+ * nranks * sendcount elements, rank r's part at offset r*sendcount; on the other ranks
+ * recvbuff is not used and may be NULL. In place on the root when
+ * sendbuff == recvbuff + root*sendcount. */
+collResult_t collGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                        collDataType_t datatype, int root, collComm_t comm, collStream_t stream);
+/* root sends recvcount elements to every rank. On the root, sendbuff holds
+ * nranks * recvcount elements, rank r's part at offset r*recvcount; on the other ranks
+ * sendbuff is not used and may be NULL. In place on the root when
+ * recvbuff == sendbuff + root*recvcount. */
+collResult_t collScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                         collDataType_t datatype, int root, collComm_t comm, collStream_t stream);
 collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer,
                       collComm_t comm, collStream_t stream);
 collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int peer,
@@ -176,6 +188,10 @@ collResult_t collIreduceScatter(const void* sendbuff, void* recvbuff, size_t rec
                                 collRequest_t* request);
 collResult_t collIallToAll(const void* sendbuff, void* recvbuff, size_t count,
                            collDataType_t datatype, collComm_t comm, collRequest_t* request);
+collResult_t collIgather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                         collDataType_t datatype, int root, collComm_t comm, collRequest_t* request);
+collResult_t collIscatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                          collDataType_t datatype, int root, collComm_t comm, collRequest_t* request);
 collResult_t collIsend(const void* sendbuff, size_t count, collDataType_t datatype, int peer,
                        collComm_t comm, collRequest_t* request);
 collResult_t collIrecv(void* recvbuff, size_t count, collDataType_t datatype, int peer,

@@ -180,6 +180,24 @@ class Communicator {
                             comm_, nullptr), "collReduceScatter");
   }
 
+  // On the root, recv holds size() * send.size() elements, rank r's part at
+  // r * send.size(); the other ranks may pass an empty recv.
+  template <Element T>
+  void gather(In<T> send, std::span<T> recv, int root) {
+    if (rank_ == root) gatherSizes("gather", send.size(), recv.size(), "recv");
+    check(collGather(send.data(), recv.data(), send.size(), dataTypeOf<T>, root, comm_, nullptr),
+          "collGather");
+  }
+
+  // On the root, send holds size() * recv.size() elements; this rank gets part rank().
+  // The other ranks may pass an empty send.
+  template <Element T>
+  void scatter(In<T> send, std::span<T> recv, int root) {
+    if (rank_ == root) gatherSizes("scatter", recv.size(), send.size(), "send");
+    check(collScatter(send.data(), recv.data(), recv.size(), dataTypeOf<T>, root, comm_, nullptr),
+          "collScatter");
+  }
+
   // Both spans hold size() blocks of equal length; block r goes to (comes from) rank r.
   template <Element T>
   void allToAll(In<T> send, std::span<T> recv) {
@@ -242,6 +260,20 @@ class Communicator {
     });
   }
   template <Element T>
+  [[nodiscard]] Request igather(In<T> send, std::span<T> recv, int root) {
+    if (rank_ == root) gatherSizes("igather", send.size(), recv.size(), "recv");
+    return start("collIgather", [&](collRequest_t* r) {
+      return collIgather(send.data(), recv.data(), send.size(), dataTypeOf<T>, root, comm_, r);
+    });
+  }
+  template <Element T>
+  [[nodiscard]] Request iscatter(In<T> send, std::span<T> recv, int root) {
+    if (rank_ == root) gatherSizes("iscatter", recv.size(), send.size(), "send");
+    return start("collIscatter", [&](collRequest_t* r) {
+      return collIscatter(send.data(), recv.data(), recv.size(), dataTypeOf<T>, root, comm_, r);
+    });
+  }
+  template <Element T>
   [[nodiscard]] Request iallToAll(In<T> send, std::span<T> recv) {
     const size_t block = blockOf("iallToAll", send.size(), recv.size());
     return start("collIallToAll", [&](collRequest_t* r) {
@@ -287,7 +319,8 @@ class Communicator {
       detail::invalidArgument(call, "send has " + std::to_string(send) + " elements but recv has " +
                                         std::to_string(recv));
   }
-  // whole == size() * part, as for allGather's recv and reduceScatter's send.
+  // whole == size() * part, as for allGather's recv and reduceScatter's send (gather's
+  // and scatter's on the root).
   void gatherSizes(const char* call, size_t part, size_t whole, const char* wholeName) const {
     if (whole != part * static_cast<size_t>(size_))
       detail::invalidArgument(call, std::string(wholeName) + " has " + std::to_string(whole) +

@@ -311,6 +311,16 @@ COLL_EXPORT collResult_t collAllToAll(const void* s, void* r, size_t count, coll
   return issue("collAllToAll", comm, makeOp(OpKind::AllToAll, s, r, count, dt, collSum, 0), stream);
 }
 
+COLL_EXPORT collResult_t collGather(const void* s, void* r, size_t count, collDataType_t dt, int root,
+                                    collComm_t comm, collStream_t stream) {
+  return issue("collGather", comm, makeOp(OpKind::Gather, s, r, count, dt, collSum, root), stream);
+}
+
+COLL_EXPORT collResult_t collScatter(const void* s, void* r, size_t count, collDataType_t dt, int root,
+                                     collComm_t comm, collStream_t stream) {
+  return issue("collScatter", comm, makeOp(OpKind::Scatter, s, r, count, dt, collSum, root), stream);
+}
+
 COLL_EXPORT collResult_t collSend(const void* s, size_t count, collDataType_t dt, int peer, collComm_t comm,
                                   collStream_t stream) {
   return issue("collSend", comm, makeOp(OpKind::Send, s, nullptr, count, dt, collSum, peer), stream);
@@ -354,6 +364,16 @@ COLL_EXPORT collResult_t collIreduceScatter(const void* s, void* r, size_t count
 COLL_EXPORT collResult_t collIallToAll(const void* s, void* r, size_t count, collDataType_t dt,
                                        collComm_t comm, collRequest_t* req) {
   return issueAsync("collIallToAll", comm, makeOp(OpKind::AllToAll, s, r, count, dt, collSum, 0), req);
+}
+
+COLL_EXPORT collResult_t collIgather(const void* s, void* r, size_t count, collDataType_t dt, int root,
+                                     collComm_t comm, collRequest_t* req) {
+  return issueAsync("collIgather", comm, makeOp(OpKind::Gather, s, r, count, dt, collSum, root), req);
+}
+
+COLL_EXPORT collResult_t collIscatter(const void* s, void* r, size_t count, collDataType_t dt, int root,
+                                      collComm_t comm, collRequest_t* req) {
+  return issueAsync("collIscatter", comm, makeOp(OpKind::Scatter, s, r, count, dt, collSum, root), req);
 }
 
 COLL_EXPORT collResult_t collIsend(const void* s, size_t count, collDataType_t dt, int peer, collComm_t comm,

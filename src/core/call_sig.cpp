@@ -16,10 +16,10 @@ struct Field {
 };
 constexpr Field kKind{0, 4}, kType{4, 4}, kRedOp{8, 3}, kIndex{11, 12}, kBig{23, 1}, kRoot{24, 18}, kCount{42, 22};
 constexpr uint64_t kCountLimit = uint64_t{1} << 22;  // counts from here on set kBig
-constexpr int kKinds = 9;  // OpKind values
+constexpr int kKinds = kNumOpKinds;  // 4 bits hold 1 + each
 
 bool reduces(OpKind k) { return k == OpKind::AllReduce || k == OpKind::Reduce || k == OpKind::ReduceScatter; }
-bool rooted(OpKind k) { return k == OpKind::Broadcast || k == OpKind::Reduce; }
+static_assert(kKinds < 16);
 
 }  // namespace
 
@@ -41,7 +41,7 @@ std::string describeCall(uint64_t sig) {
       const uint64_t op = kRedOp.get(sig);
       os << ", " << (op == 0 ? "invalid" : opName(static_cast<collRedOp_t>(op - 1)));
     }
-    if (rooted(kind)) os << ", root " << kRoot.get(sig);
+    if (OpArgs{kind}.isRooted()) os << ", root " << kRoot.get(sig);
     if (kBig.get(sig)) os << ", count >= " << kCountLimit << "; ";
     else os << ", count " << kCount.get(sig) << "; ";
   }
@@ -55,7 +55,7 @@ uint64_t callSignature(const OpArgs& op, uint64_t callIndex) {
   if (op.kind == OpKind::Barrier) return sig;
   sig |= kType.put(static_cast<uint64_t>(op.dtype)) | kCount.put(op.count) | kBig.put(op.count >= kCountLimit);
   if (reduces(op.kind)) sig |= kRedOp.put(static_cast<uint64_t>(op.op) + 1);
-  if (rooted(op.kind)) sig |= kRoot.put(static_cast<uint64_t>(op.root));
+  if (op.isRooted()) sig |= kRoot.put(static_cast<uint64_t>(op.root));
   return sig;
 }
 

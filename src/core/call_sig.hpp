@@ -12,7 +12,7 @@
 //   3 bits  1 + reduction (all-reduce, reduce, reduce-scatter only)
 //  12 bits  the communicator's count of earlier collective calls, mod 4096
 //   1 bit   count >= 2^22
-//  18 bits  root (broadcast and reduce only), mod 2^18
+//  18 bits  root (broadcast, reduce, gather, scatter only), mod 2^18
 //  22 bits  count, mod 2^22
 // Point-to-point messages carry only the kind (their sizes are checked by the links;
 // their number is the application's business). Fields reduced mod 2^k can let rare

@@ -180,7 +180,7 @@ void validateOp(const Comm& comm, const OpArgs& op, const void* stream, bool str
   const bool reduces = op.kind == OpKind::AllReduce || op.kind == OpKind::Reduce ||
                        op.kind == OpKind::ReduceScatter;
   if (reduces) COLL_CHECK_ARG(validOp(op.op), "op ", static_cast<int>(op.op), " is not a valid collRedOp_t");
-  if (op.kind == OpKind::Broadcast || op.kind == OpKind::Reduce)
+  if (op.isRooted())
     COLL_CHECK_ARG(op.root >= 0 && op.root < n, "root ", op.root, " is out of range [0, ", n, ")");
   if (op.isP2P())
     COLL_CHECK_ARG(op.root >= 0 && op.root < n, "peer ", op.root, " is out of range [0, ", n, ")");
@@ -200,17 +200,34 @@ void validateOp(const Comm& comm, const OpArgs& op, const void* stream, bool str
     case OpKind::AllGather: recvBytes = bytesChecked(one, n, "count * nranks"); break;
     case OpKind::ReduceScatter: sendBytes = bytesChecked(one, n, "count * nranks"); break;
     case OpKind::AllToAll: sendBytes = recvBytes = bytesChecked(one, n, "count * nranks"); break;
+    // The root's side of nranks blocks; checked on every rank, so that all of them refuse
+    // a call the root cannot make instead of waiting for it.
+    case OpKind::Gather: recvBytes = bytesChecked(one, n, "sendcount * nranks"); break;
+    case OpKind::Scatter: sendBytes = bytesChecked(one, n, "recvcount * nranks"); break;
     default: break;
   }
   if (op.count == 0) return;
-  const bool needSend = op.kind != OpKind::Recv && !(op.kind == OpKind::Broadcast && r != op.root);
-  const bool needRecv = op.kind != OpKind::Send && !(op.kind == OpKind::Reduce && r != op.root);
+  // Only the root reads a broadcast's or scatter's send buffer, and writes a reduce's or
+  // gather's receive buffer.
+  const bool rootOnlySends = op.kind == OpKind::Broadcast || op.kind == OpKind::Scatter;
+  const bool rootOnlyRecvs = op.kind == OpKind::Reduce || op.kind == OpKind::Gather;
+  const bool needSend = op.kind != OpKind::Recv && !(rootOnlySends && r != op.root);
+  const bool needRecv = op.kind != OpKind::Send && !(rootOnlyRecvs && r != op.root);
   if (needSend) COLL_CHECK_ARG(op.sendbuf, "sendbuff is NULL with count ", op.count);
   if (needRecv) COLL_CHECK_ARG(op.recvbuf, "recvbuff is NULL with count ", op.count);
   if (!needSend || !needRecv) return;
   // Out of place: the buffers must not overlap, except in the documented in-place forms.
   const char* s = static_cast<const char*>(op.sendbuf);
   const char* d = static_cast<const char*>(op.recvbuf);
+  // Gather and scatter (on the root) share only the root's own block.
+  if (op.kind == OpKind::Gather || op.kind == OpKind::Scatter) {
+    const bool gather = op.kind == OpKind::Gather;
+    if (gather ? s == d + r * one : d == s + r * one) return;
+    COLL_CHECK_ARG(!overlaps(s, sendBytes, d, recvBytes), "sendbuff and recvbuff overlap on root ", r,
+                   gather ? ", but gather is in place only when sendbuff == recvbuff + root * sendcount"
+                          : ", but scatter is in place only when recvbuff == sendbuff + root * recvcount");
+    return;
+  }
   // All-gather and reduce-scatter share only the rank's own block: sendbuff == recvbuff is
   // in place on rank 0 alone, elsewhere it overlaps another rank's block.
   if (op.kind == OpKind::AllGather || op.kind == OpKind::ReduceScatter) {

@@ -7,7 +7,10 @@
 
 namespace coll {
 
-enum class OpKind { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, Send, Recv, Barrier };
+// Gather and Scatter come last so that the older kinds keep their numbers (the call
+// signatures carry them, and the tuner probe indexes them).
+enum class OpKind { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, Send, Recv, Barrier, Gather, Scatter };
+inline constexpr int kNumOpKinds = 11;
 const char* opKindName(OpKind k);
 
 struct OpArgs {
@@ -19,6 +22,9 @@ struct OpArgs {
   collRedOp_t op = collSum;
   int root = 0;  // root for rooted collectives, peer for send/recv
   bool isP2P() const { return kind == OpKind::Send || kind == OpKind::Recv; }
+  bool isRooted() const {
+    return kind == OpKind::Broadcast || kind == OpKind::Reduce || kind == OpKind::Gather || kind == OpKind::Scatter;
+  }
 };
 
 }  // namespace coll

@@ -13,9 +13,10 @@ void printAlgorithmChoices(std::ostream& os, collComm_t handle, const std::vecto
   const Comm& comm = *liveComm(handle).impl;
   Selector selector(comm.config());
   const OpKind kinds[] = {OpKind::AllReduce, OpKind::Broadcast, OpKind::Reduce,
-                          OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllToAll};
-  // float32 counts as the C API takes them (per rank for all-gather, reduce-scatter and
-  // all-to-all), from one element to 256 Mi elements.
+                          OpKind::AllGather, OpKind::ReduceScatter, OpKind::AllToAll,
+                          OpKind::Gather,    OpKind::Scatter};
+  // float32 counts as the C API takes them (per rank for all-gather, reduce-scatter,
+  // all-to-all, gather and scatter), from one element to 256 Mi elements.
   const std::vector<size_t> counts =
       wanted.empty() ? std::vector<size_t>{1, 256, 8192, 65536, 1 << 20, 16 << 20, 256 << 20} : wanted;
   auto float32Args = [](OpKind kind, size_t count) {

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/patterns/binomial.hpp"
 #include "algorithms/patterns/hd.hpp"
 #include "algorithms/patterns/layout.hpp"
 #include "algorithms/patterns/tree.hpp"
@@ -361,6 +362,25 @@ CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nr
     }
     treeMsgsPerChunk_ = std::max(treeMsgsPerChunk_, msgs);
   }
+  // Gather and scatter rooted at ring position 0; the tree's virtual ranks are positions.
+  std::vector<std::pair<int, int>> fanAll, fanNet;
+  for (int pos = 1; pos < n; ++pos) {
+    const int a = ring.order[pos], root = ring.order[0];
+    fanAll.push_back({a, root});
+    if (job.hostOf(a) != job.hostOf(root)) fanNet.push_back({a, root});
+    else fanLocalUsPerByte_ += 1.0 / (std::max(1e-6, job.link(a, root).bwGBs) * 1e3);
+  }
+  fan_ = flowsHop(job, fanAll, p_.netMsgUs, &groups);
+  fanNet_ = flowsHop(job, fanNet, p_.netMsgUs, &groups);
+  for (int mask = 1; mask < n; mask <<= 1) {
+    std::vector<std::pair<int, int>> round;
+    int most = 0;
+    for (int v = mask; v < n; v += 2 * mask) {
+      round.push_back({ring.order[v], ring.order[v - mask]});
+      most = std::max(most, patterns::binomialSpan(n, v));
+    }
+    binomialRounds_.push_back({flowsHop(job, round, p_.netMsgUs, &groups), most});
+  }
   for (int d = 1; d < n; d *= 2) {
     std::vector<std::pair<int, int>> step;
     for (int pos = 0; pos < n; ++pos) step.push_back({ring.order[pos], ring.order[(pos - d % n + n) % n]});
@@ -374,7 +394,7 @@ size_t CostModel::chunksOf(double bytes) const {
 
 double CostModel::estimate(OpKind kind, const std::string& algo, size_t bytes) const {
   const double s = static_cast<double>(bytes);
-  if (n_ <= 1) return algo == "ring" || algo == "chain" || algo == "pairwise" ? 0 : kInf;
+  if (n_ <= 1) return algo == "ring" || algo == "chain" || algo == "pairwise" || algo == "direct" ? 0 : kInf;
   switch (kind) {
     case OpKind::AllReduce: return allReduce(algo, s);
     case OpKind::Broadcast:
@@ -382,6 +402,8 @@ double CostModel::estimate(OpKind kind, const std::string& algo, size_t bytes) c
     case OpKind::AllGather:
     case OpKind::ReduceScatter:
     case OpKind::AllToAll: return gatherScatter(kind, algo, s);
+    case OpKind::Gather:
+    case OpKind::Scatter: return rootedBlocks(algo, s);
     default: return kInf;
   }
 }
@@ -479,6 +501,23 @@ double CostModel::gatherScatter(OpKind kind, const std::string& algo, double blk
       b /= 2;
       t += h.time(b) + o + reduceUs(b);
     }
+    return t;
+  }
+  return kInf;
+}
+
+double CostModel::rootedBlocks(const std::string& algo, double blk) const {
+  const double n = n_, o = p_.msgUs;
+  if (algo == "direct") {
+    // One stage: the root posts (or waits for) n - 1 messages and copies its same-host
+    // peers' bytes, while the others share its network link (fanNet_).
+    return fan_.latUs + (n - 1) * o + p_.overlap(fanLocalUsPerByte_ * blk, fanNet_.wire(blk));
+  }
+  if (algo == "tree") {
+    // Round by round up (gather) or down (scatter) the tree, each edge one message of its
+    // subtree's blocks; the nodes copy the blocks through a staging buffer on the way.
+    double t = n * blk / (p_.reduceGBs * 1e3);
+    for (const auto& [hop, blocks] : binomialRounds_) t += hop.time(blocks * blk) + o;
     return t;
   }
   return kInf;

@@ -144,7 +144,7 @@ class CostModel {
   CostModel(const JobTopo& job, const CostParams& p);
   // Estimated microseconds for algorithm `algo` of collective `kind` on `bytes`: the
   // buffer (all-reduce, broadcast, reduce), one rank's block (all-gather input, reduce-
-  // scatter output, all-to-all per peer). Infinity for an algorithm the model does not know.
+  // scatter output, all-to-all per peer, gather input, scatter output). Infinity for an algorithm the model does not know.
   double estimate(OpKind kind, const std::string& algo, size_t bytes) const;
   const CostParams& params() const { return p_; }
   const HierModel& hier() const { return hier_; }
@@ -156,6 +156,7 @@ class CostModel {
   double allReduce(const std::string& algo, double s) const;
   double rooted(OpKind kind, const std::string& algo, double s) const;
   double gatherScatter(OpKind kind, const std::string& algo, double block) const;
+  double rootedBlocks(const std::string& algo, double block) const;
   double stagesUs(const std::vector<Hop>& hops, const std::vector<double>& bytes, bool reduce) const;
   double reduceUs(double bytes) const { return bytes / (p_.reduceGBs * 1e3); }
   size_t chunksOf(double bytes) const;
@@ -187,6 +188,15 @@ class CostModel {
   std::vector<Hop> hdRankSteps_; // reduce-scatter halving over rank order (mask p2/2 ... 1)
   Hop hdRankFold_;
   bool hdRankFolds_ = false;
+  // Gather and scatter, rooted at ring position 0 (flows toward the root; a scatter's
+  // run the other way at the same cost). Direct: every rank with the root at once, the
+  // root copying its same-host peers' blocks one after the other (us per byte) while the
+  // network ones arrive over its link.
+  Hop fan_;
+  Hop fanNet_;
+  double fanLocalUsPerByte_ = 0;
+  // Binomial tree: per round, its edges and the most blocks one of them carries.
+  std::vector<std::pair<Hop, int>> binomialRounds_;
   HierModel hier_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <sstream>
 
@@ -20,11 +21,12 @@ COLL_PARAM(kTunerPlugin, "COLL_TUNER_PLUGIN", "", "tuner plugin (.so) that may o
 
 namespace {
 const char* kKindNames[] = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter",
-                            "alltoall", "send", "recv", "barrier"};
+                            "alltoall", "send", "recv", "barrier", "gather", "scatter"};
+static_assert(std::size(kKindNames) == kNumOpKinds);
 }
 
 bool parseOpKind(const std::string& text, OpKind* kind) {
-  for (int i = 0; i < 9; ++i)
+  for (int i = 0; i < kNumOpKinds; ++i)
     if (text == kKindNames[i]) {
       *kind = static_cast<OpKind>(i);
       return true;
@@ -50,7 +52,7 @@ std::map<OpKind, const Algorithm*> parseForcedAlgorithms(const std::string& spec
     auto colon = item.find(':');
     if (colon == std::string::npos) {
       bool any = false;
-      for (int k = 0; k < 9; ++k)
+      for (int k = 0; k < kNumOpKinds; ++k)
         if (const Algorithm* a = byName(static_cast<OpKind>(k), item)) {
           forced[static_cast<OpKind>(k)] = a;
           any = true;

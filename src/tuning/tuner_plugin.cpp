@@ -65,6 +65,9 @@ bool TunerPlugin::init(const TunerJob& job) {
 int TunerPlugin::choose(const OpArgs& args, size_t bytes, const std::vector<const char*>& names,
                         const std::vector<double>& costs, int modelChoice) const {
   if (!ready_) return -1;
+  // The plugin interface (version 1) has no code for gather or scatter: the cost model
+  // decides those.
+  if (args.kind == OpKind::Gather || args.kind == OpKind::Scatter) return -1;
   collTunerQuery_t q{};
   q.coll = tunerColl(args.kind);
   q.bytes = bytes;

@@ -1,4 +1,5 @@
-// Broadcast, all-gather and all-to-all: every block must arrive at the right offset.
+// Broadcast, all-gather, all-to-all, gather and scatter: every block must arrive at the
+// right offset.
 // Each payload is tagged with who sent it (and to whom), so a block landing in the
 // wrong place shows up as a mismatch.
 #include <cstring>
@@ -59,6 +60,36 @@ void allToAllCase(Ctx& ctx, collDataType_t dt, size_t count, uint32_t salt) {
   ++ctx.checks;
 }
 
+// Gather to `root`: the other ranks pass NULL for the receive buffer only the root uses.
+void gatherCase(Ctx& ctx, collDataType_t dt, size_t count, bool inPlace, int root, uint32_t salt) {
+  size_t es = collTypeSize(dt), total = count * ctx.nranks;
+  const bool isRoot = ctx.rank == root;
+  auto send = buffer(count, dt, 0), recv = buffer(total, dt, 0xA5), want = buffer(total, dt, 0);
+  for (int r = 0; r < ctx.nranks; ++r) fillPayload(want.data() + r * count * es, count, dt, tagOf(salt, r, root));
+  fillPayload(send.data(), count, dt, tagOf(salt, ctx.rank, root));
+  const void* in = send.data();
+  if (inPlace && isRoot) {
+    std::memcpy(recv.data() + ctx.rank * count * es, send.data(), count * es);
+    in = recv.data() + ctx.rank * count * es;
+  }
+  MP_CALL(ctx, collGather(in, isRoot ? recv.data() : nullptr, count, dt, root, ctx.comm, nullptr));
+  if (isRoot) expectEqual(describe(ctx, "gather", dt, count, inPlace, cat(" root=", root)), want.data(), recv.data(), total, dt);
+  ++ctx.checks;
+}
+
+// Scatter from `root`: the other ranks pass NULL for the send buffer only the root uses.
+void scatterCase(Ctx& ctx, collDataType_t dt, size_t count, bool inPlace, int root, uint32_t salt) {
+  size_t es = collTypeSize(dt), total = count * ctx.nranks;
+  const bool isRoot = ctx.rank == root;
+  auto send = buffer(total, dt, 0), recv = buffer(count, dt, 0xA5), want = buffer(count, dt, 0);
+  for (int r = 0; isRoot && r < ctx.nranks; ++r) fillPayload(send.data() + r * count * es, count, dt, tagOf(salt, root, r));
+  fillPayload(want.data(), count, dt, tagOf(salt, root, ctx.rank));
+  void* out = inPlace && isRoot ? send.data() + ctx.rank * count * es : recv.data();
+  MP_CALL(ctx, collScatter(isRoot ? send.data() : nullptr, out, count, dt, root, ctx.comm, nullptr));
+  expectEqual(describe(ctx, "scatter", dt, count, inPlace, cat(" root=", root)), want.data(), out, count, dt);
+  ++ctx.checks;
+}
+
 }  // namespace
 
 void runMovementTests(Ctx& ctx) {
@@ -74,6 +105,11 @@ void runMovementTests(Ctx& ctx) {
     for (size_t count : testCounts(ctx, dt, ctx.nranks, rotation + 2)) {
       for (bool inPlace : {false, true}) allGatherCase(ctx, dt, count, inPlace, ++serial);
       allToAllCase(ctx, dt, count, ++serial);
+      for (bool inPlace : {false, true}) {
+        ++serial;
+        gatherCase(ctx, dt, count, inPlace, static_cast<int>(serial % ctx.nranks), serial);
+        scatterCase(ctx, dt, count, inPlace, static_cast<int>((serial + 1) % ctx.nranks), serial);
+      }
     }
   }
 }

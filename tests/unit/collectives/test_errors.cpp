@@ -75,6 +75,9 @@ TEST_F(BadInput, StreamWithoutCudaDevice) {
   EXPECT_EQ(collAllReduce(a_, b_, 4, collFloat32, collSum, c_, bogus), collInvalidArgument);
   EXPECT_TRUE(mentions(collGetLastError(c_), "stream"));
   EXPECT_EQ(collBroadcast(a_, b_, 4, collFloat32, 0, c_, bogus), collInvalidArgument);
+  EXPECT_EQ(collGather(a_, b_, 4, collFloat32, 0, c_, bogus), collInvalidArgument);
+  EXPECT_TRUE(mentions(collGetLastError(c_), "stream"));
+  EXPECT_EQ(collScatter(a_, b_, 4, collFloat32, 0, c_, bogus), collInvalidArgument);
   // The communicator is still usable.
   EXPECT_EQ(collAllReduce(a_, b_, 4, collFloat32, collSum, c_, nullptr), collSuccess);
 }
@@ -135,6 +138,52 @@ TEST(Errors, GatherScatterInPlaceOnlyAtOwnBlock) {
     }
     ASSERT_EQ(rc, collSuccess) << collGetLastError(c);
     EXPECT_EQ(buf[4 * r], 3);
+  });
+}
+
+// Gather and scatter: the root's range, the NULL rules (the buffer only the root uses may
+// be NULL elsewhere), the root's nranks blocks (checked on every rank) and in place only
+// at the root's own block. Every refusal names the argument; the communicator then still
+// runs a good call.
+TEST(Errors, GatherScatterArguments) {
+  Job job(2);
+  ASSERT_TRUE(job.ok());
+  job.run([&](int r, collComm_t c) {
+    const bool root = r == 0;
+    float in[16] = {}, out[16] = {};
+    auto refused = [&](collResult_t rc, const char* word) {
+      EXPECT_EQ(rc, collInvalidArgument) << "rank " << r << ", expected a refusal naming " << word;
+      EXPECT_TRUE(mentions(collGetLastError(c), word)) << collGetLastError(c);
+    };
+    refused(collGather(in, out, 4, collFloat32, 2, c, nullptr), "root 2 is out of range [0, 2)");
+    refused(collScatter(in, out, 4, collFloat32, -1, c, nullptr), "root -1 is out of range");
+    refused(collGather(in, out, 4, static_cast<collDataType_t>(17), 0, c, nullptr), "datatype 17");
+    refused(collGather(nullptr, out, 4, collFloat32, 0, c, nullptr), "sendbuff is NULL with count 4");
+    refused(collScatter(in, nullptr, 4, collFloat32, 0, c, nullptr), "recvbuff is NULL with count 4");
+    if (root) {
+      refused(collGather(in, nullptr, 4, collFloat32, 0, c, nullptr), "recvbuff is NULL");
+      refused(collScatter(nullptr, out, 4, collFloat32, 0, c, nullptr), "sendbuff is NULL");
+      // In place only at the root's own block (block 0 here): one element off overlaps.
+      refused(collGather(out + 1, out, 4, collFloat32, 0, c, nullptr), "gather is in place only when");
+      refused(collScatter(in, in + 1, 4, collFloat32, 0, c, nullptr), "scatter is in place only when");
+    }
+    // The root's nranks blocks would be past any buffer: refused on every rank alike.
+    refused(collGather(in, out, SIZE_MAX / 8, collFloat32, 0, c, nullptr), "sendcount * nranks");
+    refused(collScatter(in, out, SIZE_MAX / 8, collFloat32, 0, c, nullptr), "recvcount * nranks");
+    collRequest_t req = nullptr;
+    refused(collIgather(in, out, 4, collFloat32, 0, c, nullptr), "request is NULL");
+    refused(collIscatter(in, out, 4, collFloat32, 5, c, &req), "root 5");
+    EXPECT_EQ(req, nullptr);
+    // Good calls, NULL where only the root's buffer would go; rank 0's gather in place.
+    for (int i = 0; i < 4; ++i) in[i] = static_cast<float>(10 * r + i);
+    if (root) memcpy(out, in, 4 * sizeof(float));
+    ASSERT_EQ(collGather(root ? out : in, root ? out : nullptr, 4, collFloat32, 0, c, nullptr), collSuccess)
+        << collGetLastError(c);
+    for (int i = 0; root && i < 8; ++i) EXPECT_EQ(out[i], static_cast<float>(10 * (i / 4) + i % 4)) << i;
+    float mine[4] = {};
+    ASSERT_EQ(collIscatter(root ? out : nullptr, mine, 4, collFloat32, 0, c, &req), collSuccess) << collGetLastError(c);
+    ASSERT_EQ(collWait(&req), collSuccess) << collGetLastError(c);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(mine[i], static_cast<float>(10 * r + i)) << i;
   });
 }
 

@@ -1,6 +1,6 @@
 // Every collective x data type x op x in-place/out-of-place x counts, for nranks
-// {1,2,3,4,7,8}, against the simple reference in reference.hpp; all-reduce results are
-// also compared bit for bit across ranks.
+// {1,2,3,4,7,8}, against the simple reference in reference.hpp (gather and scatter with
+// every root); all-reduce results are also compared bit for bit across ranks.
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -146,6 +146,44 @@ TEST_P(Matrix, AllCollectives) {
             fill(theirs, 0, count * n, dt, collSum, seed, p);
             if (memcmp(theirs.data() + r * count * es, static_cast<char*>(a2aDst) + p * count * es, count * es) != 0)
               fails.add(label("alltoall", n, r, dt, collSum, count, inPlace) + ": block from rank " + std::to_string(p));
+          }
+          // gather and scatter to and from every root; the other ranks pass NULL for the
+          // buffer only the root uses
+          for (int gsRoot = 0; gsRoot < n; ++gsRoot) {
+            ++seed;
+            const bool isRoot = r == gsRoot;
+            std::vector<char> all(count * n * es + 1, 0x5a), blk(count * es + 1, 0x5a);
+            fill(blk, 0, count, dt, collSum, seed, r);
+            const void* gSrc = blk.data();
+            if (inPlace && isRoot) {
+              memcpy(all.data() + r * count * es, blk.data(), count * es);
+              gSrc = all.data() + r * count * es;
+            }
+            if (collGather(gSrc, isRoot ? all.data() : nullptr, count, dt, gsRoot, comm, nullptr) != collSuccess) {
+              fails.add(label("gather", n, r, dt, collSum, count, inPlace) + " root " + std::to_string(gsRoot) + ": " +
+                        collGetLastError(comm));
+              return;
+            }
+            for (int p = 0; isRoot && p < n; ++p) {
+              std::vector<char> theirs(count * es + 1);
+              fill(theirs, 0, count, dt, collSum, seed, p);
+              if (memcmp(theirs.data(), all.data() + p * count * es, count * es) != 0)
+                fails.add(label("gather", n, r, dt, collSum, count, inPlace) + " root " + std::to_string(gsRoot) +
+                          ": block of rank " + std::to_string(p));
+            }
+            // scatter: the root's input holds values of (root, element), block p for rank p
+            std::vector<char> want(count * n * es + 1);
+            fill(want, 0, count * n, dt, collSum, seed, gsRoot);
+            if (isRoot) all = want;
+            memset(blk.data(), 0x5a, blk.size());
+            void* sDst = inPlace && isRoot ? all.data() + r * count * es : blk.data();
+            if (collScatter(isRoot ? all.data() : nullptr, sDst, count, dt, gsRoot, comm, nullptr) != collSuccess) {
+              fails.add(label("scatter", n, r, dt, collSum, count, inPlace) + " root " + std::to_string(gsRoot) + ": " +
+                        collGetLastError(comm));
+              return;
+            }
+            if (memcmp(sDst, want.data() + r * count * es, count * es) != 0)
+              fails.add(label("scatter", n, r, dt, collSum, count, inPlace) + " root " + std::to_string(gsRoot));
           }
         }
       }

@@ -187,6 +187,72 @@ TEST_P(Mismatch, RootsThatDifferShowAtTheNextCall) {
   }
 }
 
+// Gather against scatter, and gather or scatter with another root or count: the rank that
+// receives the odd message names both calls. Ranks that only send cannot tell, and may
+// return before the receiver fails (as a broadcast's root does above).
+TEST_P(Mismatch, GatherAndScatter) {
+  std::vector<Outcome> out;
+  for (int n : {2, 3}) {
+    SCOPED_TRACE("ranks " + std::to_string(n));
+    const int odd = n - 1;
+    // Rank 0 is the gather's root; the odd rank is the scatter's root and sends it a block.
+    out = run(n, [&](int r, collComm_t c) {
+      auto in = input(r, 16 * n);
+      std::vector<float> all(16 * n), mine(16);
+      if (r == odd) return collScatter(in.data(), mine.data(), 16, collFloat32, odd, c, nullptr);
+      return collGather(in.data(), r == 0 ? all.data() : nullptr, 16, collFloat32, 0, c, nullptr);
+    });
+    EXPECT_EQ(out[0].rc, collInvalidUsage) << out[0].text;
+    EXPECT_TRUE(mentions(out[0].text, "rank " + std::to_string(odd) + " sent a message of its scatter (float, root " +
+                                          std::to_string(odd) + ", count 16;"))
+        << out[0].text;
+    EXPECT_TRUE(mentions(out[0].text, "is in its gather (float, root 0, count 16;")) << out[0].text;
+    EXPECT_TRUE(mentions(out[0].text, "differ in kind")) << out[0].text;
+    // A gather whose root hears another count from one rank.
+    out = run(n, [&](int r, collComm_t c) {
+      auto in = input(r, 16);
+      std::vector<float> all(16 * n);
+      return collGather(in.data(), all.data(), r == odd ? 12 : 16, collFloat32, 0, c, nullptr);
+    });
+    EXPECT_EQ(out[0].rc, collInvalidUsage) << out[0].text;
+    EXPECT_TRUE(mentions(out[0].text, "its gather (float, root 0, count 12;")) << out[0].text;
+    EXPECT_TRUE(mentions(out[0].text, "differ in count")) << out[0].text;
+  }
+  // Three ranks: ranks 0 and 1 scatter from rank 0, rank 2 expects rank 1's blocks and
+  // finds rank 0's message instead, where it posted no receive. The net links do not
+  // look at such messages (rank 2 would wait out its timeout there).
+  if (GetParam() == std::string("net")) return;
+  out = run(3, [&](int r, collComm_t c) {
+    auto in = input(r, 48);
+    std::vector<float> mine(16);
+    const int root = r == 2 ? 1 : 0;
+    return collScatter(r == root ? in.data() : nullptr, mine.data(), 16, collFloat32, root, c, nullptr);
+  });
+  EXPECT_EQ(out[2].rc, collInvalidUsage) << out[2].text;
+  EXPECT_TRUE(mentions(out[2].text, "rank 0 sent a message of its scatter (float, root 0, count 16;")) << out[2].text;
+  EXPECT_TRUE(mentions(out[2].text, "differ in root")) << out[2].text;
+}
+
+// Two ranks each taking the other for a gather's root (or itself for a scatter's): both
+// only send, so the call completes; the next call meets the unclaimed message.
+TEST_P(Mismatch, GatherScatterRootsThatDifferShowAtTheNextCall) {
+  for (bool gather : {true, false}) {
+    auto out = run(2, [&](int r, collComm_t c) {
+      auto in = input(r, 32), buf = in;
+      collResult_t rc = gather ? collGather(in.data(), nullptr, 16, collFloat32, 1 - r, c, nullptr)
+                               : collScatter(in.data(), buf.data(), 16, collFloat32, r, c, nullptr);
+      if (rc != collSuccess) return rc;
+      return collAllReduce(in.data(), buf.data(), 16, collFloat32, collSum, c, nullptr);
+    });
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(out[r].rc, collInvalidUsage) << out[r].text;
+      const std::string call = std::string(gather ? "gather" : "scatter") + " (float, root " +
+                               std::to_string(gather ? r : 1 - r) + ", count 16";
+      EXPECT_TRUE(mentions(out[r].text, "its " + call)) << out[r].text;
+    }
+  }
+}
+
 // Each rank waiting for the other as a broadcast's root: no message moves, so nothing can
 // be compared; each rank's timeout names the call it is in.
 TEST_P(Mismatch, WaitsWithNoMessageBetweenThemNameTheirCalls) {

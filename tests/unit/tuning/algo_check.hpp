@@ -60,8 +60,8 @@ inline uint64_t hashBytes(const void* p, size_t n) {
 
 // One rank's calls of the collectives for one (type, count, op): all-reduce, reduce (its
 // root moves from call to call) and reduce-scatter against the reference, in place and
-// out of place by turns; for sums also all-gather, broadcast and, where asked, all-to-all,
-// checked exactly. All-reduce results are hashed into `hashes`, so that the ranks can be
+// out of place by turns; for sums also all-gather, broadcast, gather, scatter and, where
+// asked, all-to-all, checked exactly. All-reduce results are hashed into `hashes`, so that the ranks can be
 // compared bit for bit. Wrong values go to fail(); a call that fails returns false (the
 // ranks are then out of step).
 class RankCalls {
@@ -91,6 +91,37 @@ class RankCalls {
     return op != collSum || movement(dt, count, inPlace, (root + 1) % n_);
   }
 
+  // Gather to and scatter from `root`, checked exactly; the other ranks pass NULL for the
+  // buffer only the root uses.
+  bool rooted(collDataType_t dt, size_t count, bool inPlace, int root) {
+    const size_t bytes = count * collTypeSize(dt);
+    const bool isRoot = r_ == root;
+    std::vector<char> all(bytes * n_ + 1, 0x5a), mine(bytes + 1), want(bytes * n_ + 1);
+    fillRank(mine.data(), 0, count, dt, collSum, seed_ + 7, r_);
+    char* own = all.data() + r_ * bytes;
+    if (inPlace && isRoot) memcpy(own, mine.data(), bytes);
+    const void* src = inPlace && isRoot ? own : mine.data();
+    if (!ok("gather", collGather(src, isRoot ? all.data() : nullptr, count, dt, root, comm_, nullptr), dt, collSum,
+            count))
+      return false;
+    for (int p = 0; isRoot && p < n_; ++p) {
+      fillRank(want.data(), 0, count, dt, collSum, seed_ + 7, p);
+      if (memcmp(want.data(), all.data() + p * bytes, bytes) != 0)
+        fail("gather", dt, collSum, count, inPlace, "root " + std::to_string(root) + ", block of rank " + std::to_string(p));
+    }
+    // Scatter: the root's block p holds values (root, p * count + i).
+    fillRank(want.data(), 0, count * n_, dt, collSum, seed_ + 8, root);
+    if (isRoot) all = want;
+    memset(mine.data(), 0x5a, mine.size());
+    void* dst = inPlace && isRoot ? own : mine.data();
+    if (!ok("scatter", collScatter(isRoot ? all.data() : nullptr, dst, count, dt, root, comm_, nullptr), dt, collSum,
+            count))
+      return false;
+    if (memcmp(dst, want.data() + r_ * bytes, bytes) != 0)
+      fail("scatter", dt, collSum, count, inPlace, "root " + std::to_string(root));
+    return true;
+  }
+
   bool movement(collDataType_t dt, size_t count, bool inPlace, int root) {
     const size_t bytes = count * collTypeSize(dt);
     std::vector<char> mine(bytes + 1), out(bytes * n_ + 1), bc(bytes + 1);
@@ -110,6 +141,7 @@ class RankCalls {
     if (!ok("broadcast", collBroadcast(bc.data(), dst, count, dt, root, comm_, nullptr), dt, collSum, count))
       return false;
     if (bytes && memcmp(dst, want.data(), bytes) != 0) fail("broadcast", dt, collSum, count, inPlace, "root " + std::to_string(root));
+    if (!rooted(dt, count, inPlace, root)) return false;
     if (!allToAll_) return true;
     // All-to-all: block p of rank r holds values (r, p).
     std::vector<char> a2a(bytes * n_ + 1), a2aOut(bytes * n_ + 1), blk(bytes + 1);

@@ -1,6 +1,6 @@
 // Every algorithm, forced with COLL_ALGO, against the reference for every data type and
-// operation, in place and out of place (alternately), for 2 to 8 ranks (threads, shared
-// memory), with all-reduce results compared bit for bit across ranks. Two variants use
+// operation (the data-movement collectives for every data type), in place and out of place
+// (alternately), for 2 to 8 ranks (threads, shared memory), with all-reduce results compared bit for bit across ranks. Two variants use
 // tiny pipeline chunks, so that even small buffers run the pipelined trees many chunks
 // deep and split hd's halving steps into many pieces.
 #include <gtest/gtest.h>
@@ -26,12 +26,15 @@ struct Variant {
 };
 
 const Variant kVariants[] = {
-    {"ring", "allreduce:ring,broadcast:chain,reduce:chain,allgather:ring,reducescatter:ring", nullptr, nullptr},
+    {"ring", "allreduce:ring,broadcast:chain,reduce:chain,allgather:ring,reducescatter:ring,gather:direct,scatter:direct",
+     nullptr, nullptr},
     {"rd", "allreduce:rd", nullptr, nullptr},
-    {"hd", "allreduce:hd,broadcast:tree,reduce:tree,allgather:rd,reducescatter:hd", nullptr, nullptr},
+    {"hd", "allreduce:hd,broadcast:tree,reduce:tree,allgather:rd,reducescatter:hd,gather:tree,scatter:tree", nullptr,
+     nullptr},
     // Halving steps in many pipeline chunks for every type and op.
     {"hdchunks", "allreduce:hd", "256", nullptr},
-    {"tree", "allreduce:tree,broadcast:tree,reduce:tree,allgather:rd,reducescatter:hd", "256", "2"},
+    {"tree", "allreduce:tree,broadcast:tree,reduce:tree,allgather:rd,reducescatter:hd,gather:tree,scatter:tree", "256",
+     "2"},
     // Larger buffers than it takes (the large ones) fall back to the automatic choice.
     {"oneshot", "allreduce:oneshot", nullptr, nullptr},
     {"auto", "", nullptr, nullptr},
@@ -89,7 +92,8 @@ class RankChecks : public RankCalls {
     fillRank(want.data(), 0, count, collFloat32, collSum, seed_, 1);
     if (memcmp(out.data(), want.data(), count * sizeof(float)) != 0)
       fail("broadcast", collFloat32, collSum, count, false, "large");
-    return true;
+    // Gather and scatter of large blocks, to and from the last rank, out of place.
+    return rooted(collFloat32, count, false, n_ - 1);
   }
 
  private:

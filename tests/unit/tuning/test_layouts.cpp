@@ -170,9 +170,11 @@ struct AlgoSet {
   Env env;
 };
 const AlgoSet kAlgos[] = {
-    {"ring", {{"COLL_ALGO", "allreduce:ring,broadcast:chain,reduce:chain,allgather:ring,reducescatter:ring,alltoall:pairwise"},
+    {"ring", {{"COLL_ALGO",
+               "allreduce:ring,broadcast:chain,reduce:chain,allgather:ring,reducescatter:ring,alltoall:pairwise,"
+               "gather:direct,scatter:direct"},
               {"COLL_CHUNK_BYTES", "4K"}}},
-    {"tree", {{"COLL_ALGO", "allreduce:tree,broadcast:tree,reduce:tree,allgather:rd,reducescatter:hd"},
+    {"tree", {{"COLL_ALGO", "allreduce:tree,broadcast:tree,reduce:tree,allgather:rd,reducescatter:hd,gather:tree,scatter:tree"},
               {"COLL_CHUNK_BYTES", "1K"}, {"COLL_PIPELINE_DEPTH", "2"}}},
     {"hd", {{"COLL_ALGO", "allreduce:hd"}, {"COLL_CHUNK_BYTES", "1K"}}},
     {"rd", {{"COLL_ALGO", "allreduce:rd"}}},

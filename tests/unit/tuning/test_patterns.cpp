@@ -1,5 +1,5 @@
-// Pure rank arithmetic of the algorithms: binary and double binary trees, recursive
-// halving-doubling roles and ranges, ring and hierarchical layouts.
+// Pure rank arithmetic of the algorithms: binary, double binary and binomial trees,
+// recursive halving-doubling roles and ranges, ring and hierarchical layouts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <set>
 
 #include "algorithms/exec.hpp"
+#include "algorithms/patterns/binomial.hpp"
 #include "algorithms/patterns/hd.hpp"
 #include "algorithms/patterns/layout.hpp"
 #include "algorithms/patterns/tree.hpp"
@@ -99,6 +100,42 @@ TEST(Patterns, RootedTreeStartsAtTheRoot) {
     }
   EXPECT_THROW(rootedTreeNode(4, 4, 0), Error);
   EXPECT_THROW(treeNode(3, -1), Error);
+}
+
+// Every virtual rank but 0 has one parent that lists it as a child; a node's span is
+// itself plus its children's spans, a contiguous run after it; every rank is at most
+// ceil(log2 n) edges below the root. Checked by hand for 6 ranks.
+TEST(Patterns, BinomialTreeForEverySize) {
+  const BinomialNode six = binomialNode(6, 0);
+  EXPECT_EQ(six.span, 6);
+  EXPECT_EQ(six.children, (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(binomialNode(6, 4).children, (std::vector<int>{5}));
+  EXPECT_EQ(binomialNode(6, 4).span, 2);
+  EXPECT_EQ(binomialNode(6, 2).children, (std::vector<int>{3}));
+  EXPECT_EQ(binomialNode(6, 3).parent, 2);
+  for (int n = 1; n <= 70; ++n) {
+    const int rounds = n == 1 ? 0 : static_cast<int>(std::ceil(std::log2(n)));
+    std::vector<int> parentOf(n, -2);
+    for (int v = 0; v < n; ++v)
+      for (int c : binomialNode(n, v).children) {
+        EXPECT_EQ(parentOf[c], -2) << "n " << n << " child " << c << " listed twice";
+        parentOf[c] = v;
+      }
+    for (int v = 0; v < n; ++v) {
+      const BinomialNode b = binomialNode(n, v);
+      EXPECT_EQ(b.parent, v == 0 ? -1 : parentOf[v]) << "n " << n << " v " << v;
+      int covered = v + 1;
+      for (int c : b.children) {
+        EXPECT_EQ(c, covered) << "n " << n << " v " << v << ": subtree not contiguous";
+        covered += binomialSpan(n, c);
+      }
+      EXPECT_EQ(covered - v, b.span) << "n " << n << " v " << v;
+      int depth = 0;
+      for (int u = v; u != 0; u = binomialNode(n, u).parent) ++depth;
+      EXPECT_LE(depth, rounds) << "n " << n << " v " << v;
+    }
+    EXPECT_EQ(binomialNode(n, 0).span, n);
+  }
 }
 
 TEST(Patterns, HalvingDoublingRoles) {

@@ -385,6 +385,52 @@ TEST(DeviceNonblocking, CollectivesCompleteWithTheResultsInDeviceMemory) {
   });
 }
 
+// Gather and scatter of device buffers, on a stream and nonblocking: staged through host
+// memory like all-gather, the root's side being nranks blocks (in place at its own block),
+// the other ranks passing NULL for it.
+TEST(DeviceGatherScatter, StagedResultsOnStreamsAndNonblocking) {
+  ScopedEnv chunks("COLL_CUDA_STAGE_CHUNK", "4096");
+  const int n = 3, gatherRoot = 1, scatterRoot = 2;
+  FakeCudaJob job(n);
+  ASSERT_TRUE(job.ok());
+  const size_t count = 3001;
+  job.run([&](int r, collComm_t c) {
+    fake::Backend& b = *job.backend;
+    fake::Stream& s = job.stream(r);
+    DeviceBuf<int32_t> mine(b, count), all(b, count * n, -1), part(b, count, -1), part2(b, count, -1);
+    for (size_t i = 0; i < count; ++i) mine[i] = 1000 * r + static_cast<int32_t>(i);
+    if (r == gatherRoot)
+      for (size_t i = 0; i < count; ++i) all[r * count + i] = mine[i];
+    const int32_t* gsrc = r == gatherRoot ? all.get() + r * count : mine.get();
+    ASSERT_EQ(collGather(gsrc, r == gatherRoot ? all.get() : nullptr, count, collInt32, gatherRoot, c, on(s)),
+              collSuccess)
+        << collGetLastError(c);
+    ASSERT_TRUE(s.sync(30));
+    for (int q = 0; r == gatherRoot && q < n; ++q)
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(all[q * count + i], 1000 * q + static_cast<int32_t>(i)) << q << " " << i;
+    // Scatter: the root's block q holds 7 * q + i.
+    DeviceBuf<int32_t> src(b, count * n);
+    for (int q = 0; q < n; ++q)
+      for (size_t i = 0; i < count; ++i) src[q * count + i] = 7 * q + static_cast<int32_t>(i);
+    const bool root = r == scatterRoot;
+    ASSERT_EQ(collScatter(root ? src.get() : nullptr, part.get(), count, collInt32, scatterRoot, c, on(s)),
+              collSuccess)
+        << collGetLastError(c);
+    ASSERT_TRUE(s.sync(30));
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(part[i], 7 * r + static_cast<int32_t>(i)) << i;
+    collRequest_t g = nullptr, sc = nullptr;
+    ASSERT_EQ(collIgather(mine.get(), r == 0 ? all.get() : nullptr, count, collInt32, 0, c, &g), collSuccess)
+        << collGetLastError(c);
+    ASSERT_EQ(collIscatter(root ? src.get() : nullptr, part2.get(), count, collInt32, scatterRoot, c, &sc),
+              collSuccess);
+    ASSERT_EQ(collWait(&g), collSuccess) << collGetLastError(c);
+    ASSERT_EQ(collWait(&sc), collSuccess) << collGetLastError(c);
+    for (int q = 0; r == 0 && q < n; ++q)
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(all[q * count + i], 1000 * q + static_cast<int32_t>(i)) << q << " " << i;
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(part2[i], 7 * r + static_cast<int32_t>(i)) << i;
+  });
+}
+
 TEST(DeviceNonblocking, SendAndReceiveOfDeviceMemoryAreRefusedWithTheWayOut) {
   FakeCudaJob job(2);
   ASSERT_TRUE(job.ok());

@@ -56,6 +56,8 @@ TEST(IpcEligibility, OneHostSeveralRanksAndEnabled) {
 TEST(IpcEligibility, ServedCollectives) {
   for (OpKind k : kServed) EXPECT_TRUE(ipcServes(k)) << coll::opKindName(k);
   EXPECT_FALSE(ipcServes(OpKind::AllToAll));
+  EXPECT_FALSE(ipcServes(OpKind::Gather));  // staged through host memory instead
+  EXPECT_FALSE(ipcServes(OpKind::Scatter));
   EXPECT_FALSE(ipcServes(OpKind::Send));
   EXPECT_FALSE(ipcServes(OpKind::Recv));
   EXPECT_FALSE(ipcServes(OpKind::Barrier));

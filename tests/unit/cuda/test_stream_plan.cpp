@@ -234,6 +234,8 @@ TEST(SpecForOp, BytesPerSideFollowTheCollective) {
       {coll::OpKind::Reduce, 2, 80, 0, true},         {coll::OpKind::AllGather, 1, 80, 320, false},
       {coll::OpKind::ReduceScatter, 1, 320, 80, false}, {coll::OpKind::AllToAll, 3, 320, 320, false},
       {coll::OpKind::Send, 1, 80, 0, true},           {coll::OpKind::Recv, 1, 0, 80, true},
+      {coll::OpKind::Gather, 0, 80, 320, false},      {coll::OpKind::Gather, 2, 80, 0, false},
+      {coll::OpKind::Scatter, 0, 320, 80, false},     {coll::OpKind::Scatter, 3, 0, 80, false},
   };
   for (const Case& c : cases) {
     op.kind = c.kind;

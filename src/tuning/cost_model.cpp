@@ -509,13 +509,16 @@ double CostModel::gatherScatter(OpKind kind, const std::string& algo, double blk
 double CostModel::rootedBlocks(const std::string& algo, double blk) const {
   const double n = n_, o = p_.msgUs;
   if (algo == "direct") {
-    // One stage: the root posts (or waits for) n - 1 messages and copies its same-host
-    // peers' bytes, while the others share its network link (fanNet_).
-    return fan_.latUs + (n - 1) * o + p_.overlap(fanLocalUsPerByte_ * blk, fanNet_.wire(blk));
+    // One stage: the root posts (or waits for) n - 1 messages at once, so it waits for
+    // its peers to be scheduled once (one msgUs) and each further message costs only its
+    // software part (as the one-shot all-reduce); it copies its same-host peers' bytes
+    // while the others share its network link (fanNet_).
+    return fan_.latUs + o + (n - 2) * (o - p_.oversubUs) + p_.overlap(fanLocalUsPerByte_ * blk, fanNet_.wire(blk));
   }
   if (algo == "tree") {
     // Round by round up (gather) or down (scatter) the tree, each edge one message of its
-    // subtree's blocks; the nodes copy the blocks through a staging buffer on the way.
+    // subtree's blocks and each round a wait for the next rank to be scheduled; the nodes
+    // copy the blocks through a staging buffer on the way.
     double t = n * blk / (p_.reduceGBs * 1e3);
     for (const auto& [hop, blocks] : binomialRounds_) t += hop.time(blocks * blk) + o;
     return t;

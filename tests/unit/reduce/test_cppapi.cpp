@@ -175,6 +175,16 @@ TEST(CppApi, RootedAndGatheringCollectives) {
     for (int p = 0; p < n; ++p) send[p] = static_cast<int8_t>(10 * r + p);  // block p to rank p
     comm.allToAll(send, std::span(recv));
     for (int p = 0; p < n; ++p) EXPECT_EQ(recv[p], 10 * p + r);
+
+    // Gather to rank 1 (the others pass an empty span), then scatter it back from there.
+    std::vector<int32_t> gathered(r == 1 ? 2 * n : 0, -1), back(2, -1);
+    const std::array<int32_t, 2> pair{r, 100 + r};
+    comm.gather(pair, std::span(gathered), 1);
+    if (r == 1) {
+      EXPECT_EQ(gathered, (std::vector<int32_t>{0, 100, 1, 101, 2, 102}));
+    }
+    comm.scatter(gathered, std::span(back), 1);
+    EXPECT_EQ(back, (std::vector<int32_t>{r, 100 + r}));
     comm.barrier();
   });
 }
@@ -212,6 +222,13 @@ TEST(CppApi, PointToPointAndNonblocking) {
     const float mine = static_cast<float>(r);
     comm.iallGather(std::span(&mine, 1), std::span(all)).wait();
     EXPECT_EQ(all[2], 2.0f);
+    std::vector<float> atZero(r == 0 ? n : 0), one(1, -1.0f);
+    comm.igather(std::span(&mine, 1), std::span(atZero), 0).wait();
+    if (r == 0) {
+      EXPECT_EQ(atZero, all);
+    }
+    comm.iscatter(atZero, std::span(one), 0).wait();
+    EXPECT_EQ(one[0], mine);
     comm.ibarrier().wait();
   });
 }
@@ -251,6 +268,17 @@ TEST(CppApi, ArgumentErrorsThrowOnEveryRank) {
     EXPECT_EQ(e.code(), collInvalidArgument);
     e = expectError([&] { comm.allToAll(small, std::span(small)); });  // 3 is not 2 blocks
     EXPECT_EQ(e.code(), collInvalidArgument);
+    // On the root only: the root's span must hold size() blocks.
+    if (comm.rank() == 0) {
+      e = expectError([&] { comm.gather(small, std::span(big), 0); });
+      EXPECT_EQ(e.code(), collInvalidArgument);
+      EXPECT_NE(e.detail().find("expected size() x 3"), std::string::npos) << e.detail();
+      e = expectError([&] { comm.scatter(big, std::span(small), 0); });
+      EXPECT_EQ(e.code(), collInvalidArgument);
+    }
+    e = expectError([&] { comm.gather(small, std::span(big), 2); });  // no rank 2
+    EXPECT_EQ(e.code(), collInvalidArgument);
+    EXPECT_NE(e.detail().find("root 2"), std::string::npos) << e.detail();
     // Rejected by the library, text from collGetLastError(comm).
     e = expectError([&] { comm.broadcast(std::span(small), 5); });
     EXPECT_EQ(e.code(), collInvalidArgument);

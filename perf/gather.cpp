@@ -1,7 +1,7 @@
 // gather_perf: the root receives count = bytes / (n * type size) elements from every rank
 // into its receive buffer at offset rank * count, its own block through a send to itself
-// in the same group; built from grouped collSend/collRecv calls as in nccl-tests (the
-// API has no gather). Size is the gathered buffer, busbw = algbw * (n-1)/n
+// in the same group; built from grouped collSend/collRecv calls as nccl-tests builds it
+// (it times that pattern, not the library's collGather). Size is the gathered buffer, busbw = algbw * (n-1)/n
 // (perf::busBwFactor); only the root's output is checked. Host buffers only
 // (perf::optionsProblem).
 #include "runner.hpp"

@@ -1,7 +1,7 @@
 // scatter_perf: the root sends block r (count = bytes / (n * type size) elements at
 // offset r * count of its send buffer) to rank r, its own block through a send to itself
-// in the same group; built from grouped collSend/collRecv calls as in nccl-tests (the
-// API has no scatter). Size is the root's send buffer, busbw = algbw * (n-1)/n
+// in the same group; built from grouped collSend/collRecv calls as nccl-tests builds it
+// (it times that pattern, not the library's collScatter). Size is the root's send buffer, busbw = algbw * (n-1)/n
 // (perf::busBwFactor); every rank's output is checked. Host buffers only
 // (perf::optionsProblem).
 #include "runner.hpp"

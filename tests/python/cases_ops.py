@@ -1,0 +1,290 @@
+"""Every collective against a reference computed locally from every rank's input (each
+rank can build any rank's input: they are functions of the rank)."""
+import os
+import time
+
+import torch
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,
+          torch.uint8, torch.int8]
+FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def data(r, shape, dtype):
+    """Rank r's input: small positive integers (1..5), so that sums and products of up to
+    3 ranks are exact in every type."""
+    n = 1
+    for d in shape:
+        n *= d
+    return ((torch.arange(n) * 7 + r * 3) % 5 + 1).to(dtype).view(shape)
+
+
+def reference(ctx, op, shape, dtype):
+    hvd = ctx.hvd
+    xs = torch.stack([data(r, shape, dtype).double() for r in range(ctx.size)])
+    if op == hvd.Sum:
+        return xs.sum(0)
+    if op == hvd.Average:
+        s = xs.sum(0)
+        return s / ctx.size if dtype in FLOATS else torch.div(s, ctx.size, rounding_mode="trunc")
+    if op == hvd.Min:
+        return xs.min(0).values
+    if op == hvd.Max:
+        return xs.max(0).values
+    return xs.prod(0)
+
+
+def close(got, want, dtype, what):
+    tol = {torch.float16: 2e-3, torch.bfloat16: 1e-2}.get(dtype, 1e-6)
+    assert got.dtype == dtype, f"{what}: dtype {got.dtype}, expected {dtype}"
+    assert torch.allclose(got.double(), want, rtol=tol, atol=tol), f"{what}: got {got}, want {want}"
+
+
+def case_topology(ctx):
+    hvd = ctx.hvd
+    assert ctx.size == int(os.environ["COLL_SIZE"]) and ctx.rank == int(os.environ["COLL_RANK"])
+    assert (hvd.local_rank(), hvd.local_size()) == (ctx.rank, ctx.size)  # one host
+    assert (hvd.cross_rank(), hvd.cross_size()) == (0, 1)
+    assert hvd.global_process_set.size() == ctx.size and hvd.global_process_set.rank() == ctx.rank
+    ranks = hvd.allgather(torch.tensor([ctx.rank]))
+    assert ranks.tolist() == list(range(ctx.size))
+
+
+def case_allreduce_every_op_and_dtype(ctx):
+    hvd = ctx.hvd
+    shape = (3, 5)
+    for dtype in DTYPES:
+        for op in (hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product):
+            what = f"{dtype} op {op}"
+            want = reference(ctx, op, shape, dtype)
+            x = data(ctx.rank, shape, dtype)
+            got = hvd.allreduce(x, op=op, name=f"ar.{dtype}.{op}")
+            close(got, want, dtype, what + " out of place")
+            assert torch.equal(x, data(ctx.rank, shape, dtype)), what + ": the input changed"
+            y = x.clone()
+            res = hvd.allreduce_(y, op=op, name=f"ar_.{dtype}.{op}")
+            assert res is y
+            close(y, want, dtype, what + " in place")
+
+
+def case_allreduce_shapes(ctx):
+    hvd = ctx.hvd
+    # A scalar, an empty tensor, a non-contiguous input, a large one (several fusion
+    # buffers' worth), unnamed (generated names).
+    s = hvd.allreduce(torch.tensor(float(ctx.rank + 1)), op=hvd.Sum)
+    assert s.dim() == 0 and s.item() == ctx.size * (ctx.size + 1) / 2
+    e = hvd.allreduce(torch.empty(0, 4), op=hvd.Sum)
+    assert e.shape == (0, 4)
+    base = data(ctx.rank, (4, 6), torch.float32)
+    got = hvd.allreduce(base.t(), op=hvd.Sum)
+    assert torch.equal(got, reference(ctx, hvd.Sum, (4, 6), torch.float32).float().t())
+    n = 3_000_001
+    big = torch.full((n,), float(ctx.rank + 1))
+    got = hvd.allreduce(big, op=hvd.Sum, name="big")
+    assert torch.all(got == ctx.size * (ctx.size + 1) / 2)
+
+
+def case_allreduce_scaling_and_average_flag(ctx):
+    hvd = ctx.hvd
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        x = data(ctx.rank, (7,), dtype)
+        s = reference(ctx, hvd.Sum, (7,), dtype)
+        got = hvd.allreduce(x, op=hvd.Sum, prescale_factor=0.5, postscale_factor=3.0)
+        close(got, s * 1.5, dtype, f"{dtype} scaled sum")
+        got = hvd.allreduce(x, op=hvd.Average, postscale_factor=2.0)
+        close(got, s / ctx.size * 2.0, dtype, f"{dtype} scaled average")
+    x = data(ctx.rank, (5,), torch.float32)
+    assert torch.allclose(hvd.allreduce(x, average=True), reference(ctx, hvd.Average, (5,), torch.float32).float())
+    assert torch.equal(hvd.allreduce(x, average=False), reference(ctx, hvd.Sum, (5,), torch.float32).float())
+    assert torch.allclose(hvd.allreduce(x), reference(ctx, hvd.Average, (5,), torch.float32).float())
+
+
+def case_grouped_allreduce(ctx):
+    hvd = ctx.hvd
+    shapes = [(3,), (2, 4), (1,), (5, 1, 2)]
+    xs = [data(ctx.rank, s, torch.float32) for s in shapes]
+    wants = [reference(ctx, hvd.Sum, s, torch.float32).float() for s in shapes]
+    outs = hvd.grouped_allreduce(xs, op=hvd.Sum, name="grp")
+    assert len(outs) == len(xs)
+    for o, w in zip(outs, wants):
+        assert torch.equal(o, w)
+    h = hvd.grouped_allreduce_async_(xs, op=hvd.Max)
+    res = hvd.synchronize(h)
+    for got, x, s in zip(res, xs, shapes):
+        assert got is x
+        assert torch.equal(x, reference(ctx, hvd.Max, s, torch.float32).float())
+    ints = [data(ctx.rank, s, torch.int64) for s in shapes]
+    for o, s in zip(hvd.grouped_allreduce(ints, op=hvd.Average), shapes):
+        assert torch.equal(o, reference(ctx, hvd.Average, s, torch.int64).long())
+
+
+def case_broadcast_from_each_root(ctx):
+    hvd = ctx.hvd
+    for root in range(ctx.size):
+        for dtype in DTYPES:
+            x = data(ctx.rank, (2, 3), dtype) + ctx.rank
+            want = data(root, (2, 3), dtype) + root
+            got = hvd.broadcast(x, root, name=f"bc.{root}.{dtype}")
+            assert torch.equal(got, want), f"root {root} {dtype}: {got} vs {want}"
+            assert torch.equal(x, data(ctx.rank, (2, 3), dtype) + ctx.rank)
+            y = x.clone()
+            assert hvd.broadcast_(y, root) is y
+            assert torch.equal(y, want)
+        h = hvd.broadcast_async(torch.tensor([ctx.rank * 10]), root)
+        assert hvd.synchronize(h).item() == root * 10
+
+
+def case_allgather_uneven(ctx):
+    hvd = ctx.hvd
+    for dtype in (torch.float32, torch.int64, torch.uint8, torch.bfloat16):
+        # rank r contributes r rows (rank 0 none)
+        def rows(r):
+            return (torch.arange(r * 3).view(r, 3) + 10 * r).to(dtype)
+        got = hvd.allgather(rows(ctx.rank), name=f"ag.{dtype}")
+        want = torch.cat([rows(r) for r in range(ctx.size)])
+        assert got.dtype == dtype and torch.equal(got, want), f"{dtype}: {got} vs {want}"
+    got = hvd.allgather(torch.tensor(float(ctx.rank)))  # a scalar gathers as one row each
+    assert got.tolist() == [float(r) for r in range(ctx.size)]
+    h = hvd.allgather_async(torch.full((ctx.rank + 1, 2), ctx.rank))
+    got = hvd.synchronize(h)
+    assert got.shape == (ctx.size * (ctx.size + 1) // 2, 2)
+
+
+def case_alltoall_uneven(ctx):
+    hvd = ctx.hvd
+    n = ctx.size
+
+    def split(src, dst):
+        return (src + 2 * dst) % 3  # some zero
+
+    def rows(src, dst):  # what src sends dst: rows tagged (src, dst, i)
+        k = split(src, dst)
+        return torch.tensor([[src, dst, i] for i in range(k)], dtype=torch.int64).view(k, 3)
+
+    x = torch.cat([rows(ctx.rank, d) for d in range(n)])
+    splits = [split(ctx.rank, d) for d in range(n)]
+    out, received = hvd.alltoall(x, splits=splits, name="a2a")
+    want = torch.cat([rows(s, ctx.rank) for s in range(n)])
+    assert torch.equal(out, want), f"{out} vs {want}"
+    assert received.tolist() == [split(s, ctx.rank) for s in range(n)]
+    out, received = hvd.alltoall(x.float(), splits=torch.tensor(splits, dtype=torch.int32))
+    assert torch.equal(out, want.float())
+    # Even split, no splits given: the output alone.
+    y = torch.arange(2 * n, dtype=torch.float32) + 100 * ctx.rank
+    out = hvd.alltoall(y)
+    assert isinstance(out, torch.Tensor)
+    assert out.tolist() == [100.0 * s + 2 * ctx.rank + i for s in range(n) for i in range(2)]
+
+
+def case_reducescatter_uneven(ctx):
+    hvd = ctx.hvd
+    n = ctx.size
+    dim0 = 2 * n + 1
+    base, extra = divmod(dim0, n)
+    start = ctx.rank * base + min(ctx.rank, extra)
+    count = base + (1 if ctx.rank < extra else 0)
+    for op in (hvd.Average, hvd.Sum, hvd.Max):
+        for dtype in (torch.float32, torch.int32):
+            want = reference(ctx, op, (dim0, 4), dtype)[start:start + count]
+            got = hvd.reducescatter(data(ctx.rank, (dim0, 4), dtype), op=op, name=f"rs.{op}.{dtype}")
+            close(got, want, dtype, f"reducescatter op {op} {dtype}")
+    got = hvd.reducescatter(data(ctx.rank, (dim0, 4), torch.float32))  # default: Average
+    close(got, reference(ctx, hvd.Average, (dim0, 4), torch.float32)[start:start + count],
+          torch.float32, "reducescatter default op")
+
+
+def case_async_and_poll(ctx):
+    hvd = ctx.hvd
+    xs = [torch.full((1000,), float(ctx.rank + i)) for i in range(8)]
+    handles = [hvd.allreduce_async_(x, op=hvd.Sum, name=f"async.{i}") for i, x in enumerate(xs)]
+    deadline = time.monotonic() + 30
+    while not hvd.poll(handles[0]):
+        assert time.monotonic() < deadline, "poll never reported completion"
+        time.sleep(0.001)
+    for i in reversed(range(8)):  # any order
+        assert hvd.synchronize(handles[i]) is xs[i]
+        assert torch.all(xs[i] == sum(r + i for r in range(ctx.size)))
+    try:
+        hvd.synchronize(handles[0])
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a spent handle was accepted")
+    try:
+        hvd.poll(handles[0])
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("poll accepted a spent handle")
+
+
+def case_compression(ctx):
+    hvd = ctx.hvd
+    C = hvd.Compression
+    x = data(ctx.rank, (64,), torch.float32)
+    want = reference(ctx, hvd.Sum, (64,), torch.float32).float()
+    for comp in (C.fp16, C.bf16):  # small integers are exact in 16 bits
+        assert torch.equal(hvd.allreduce(x, op=hvd.Sum, compression=comp), want), comp
+    got = hvd.allreduce(x, op=hvd.Sum, name="cmp.int8", compression=C.int8(block_size=16, stochastic=False))
+    assert torch.allclose(got, want, rtol=0.05, atol=0.1), got
+    got = hvd.allreduce(x, op=hvd.Sum, name="cmp.topk", compression=C.topk(density=1.0))
+    assert torch.allclose(got, want), got
+    got = hvd.allreduce(x, op=hvd.Sum, name="cmp.int8d", compression=C.int8)
+    assert torch.allclose(got, want, rtol=0.05, atol=0.1), got
+    # Not float32: sent uncompressed.
+    i = data(ctx.rank, (64,), torch.int32)
+    assert torch.equal(hvd.allreduce(i, op=hvd.Sum, compression=C.fp16),
+                       reference(ctx, hvd.Sum, (64,), torch.int32).int())
+    # Error feedback keeps a residual per name: an unnamed tensor is refused.
+    try:
+        hvd.allreduce(x, compression=C.int8)
+    except ValueError as e:
+        assert "name" in str(e)
+    else:
+        raise AssertionError("int8 with error feedback and no name was accepted")
+
+
+def case_objects(ctx):
+    hvd = ctx.hvd
+    obj = {"rank": ctx.rank, "list": list(range(ctx.rank + 2)), "t": torch.arange(3) * ctx.rank}
+    for root in range(ctx.size):
+        got = hvd.broadcast_object(obj if ctx.rank == root else None, root_rank=root)
+        assert got["rank"] == root and got["list"] == list(range(root + 2))
+        assert torch.equal(got["t"], torch.arange(3) * root)
+    all_ = hvd.allgather_object(obj)
+    assert [o["rank"] for o in all_] == list(range(ctx.size))
+    assert [o["list"] for o in all_] == [list(range(r + 2)) for r in range(ctx.size)]
+
+
+def case_barrier(ctx):
+    hvd = ctx.hvd
+    token = hvd.broadcast_object(os.urandom(8).hex() if ctx.rank == 0 else None)
+    path = f"/tmp/coll-pytest-barrier-{token}"
+    try:
+        if ctx.rank == 0:
+            time.sleep(0.2)
+            with open(path, "w") as f:
+                f.write("x")
+        hvd.barrier()
+        assert os.path.exists(path), "barrier returned before rank 0 reached it"
+        hvd.barrier()
+    finally:
+        if ctx.rank == 0 and os.path.exists(path):
+            os.unlink(path)
+
+
+def case_join(ctx):
+    hvd = ctx.hvd
+    last = ctx.size - 1
+    if ctx.rank == last:
+        got = hvd.join()
+    else:
+        # The joined rank takes part with zeros.
+        s = hvd.allreduce(torch.ones(4), op=hvd.Sum, name="join.sum")
+        assert torch.all(s == ctx.size - 1), s
+        got = hvd.join()
+    everyone = hvd.allgather(torch.tensor([got]))
+    assert len(set(everyone.tolist())) == 1, everyone
+    assert 0 <= got < last, got
+    # The engine works as before afterwards.
+    assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == [ctx.size] * 2

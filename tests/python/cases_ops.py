@@ -288,3 +288,36 @@ def case_join(ctx):
     assert 0 <= got < last, got
     # The engine works as before afterwards.
     assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == [ctx.size] * 2
+
+
+def case_autograd(ctx):
+    hvd = ctx.hvd
+    n, r = ctx.size, ctx.rank
+    weight_sum = n * (n + 1) / 2  # every rank's loss weighs its output by rank + 1
+    for op, factor in ((hvd.Sum, 1.0), (hvd.Average, 1.0 / n)):
+        x = data(r, (3, 2), torch.float32).requires_grad_()
+        y = hvd.allreduce(x, op=op, name=f"grad.ar.{op}")
+        assert y.requires_grad
+        (y * (r + 1)).sum().backward()
+        assert torch.allclose(x.grad, torch.full((3, 2), weight_sum * factor)), x.grad
+    a = torch.ones(2, requires_grad=True)
+    b = torch.ones(3, 1, requires_grad=True)
+    ya, yb = hvd.grouped_allreduce([a, b], op=hvd.Sum)
+    ((ya * (r + 1)).sum() + (yb * 2 * (r + 1)).sum()).backward()
+    assert torch.all(a.grad == weight_sum) and torch.all(b.grad == 2 * weight_sum), (a.grad, b.grad)
+    # allgather: rank r's gradient is its rows of the summed gradient
+    x = torch.ones(r + 1, 2, requires_grad=True)
+    y = hvd.allgather(x, name="grad.ag")
+    rows = torch.arange(y.shape[0], dtype=torch.float32).view(-1, 1)
+    (y * rows * (r + 1)).sum().backward()
+    offset = r * (r + 1) // 2
+    want = (torch.arange(offset, offset + r + 1, dtype=torch.float32).view(-1, 1) * weight_sum).expand(r + 1, 2)
+    assert torch.equal(x.grad, want), (x.grad, want)
+    # broadcast: the root gets the summed gradient, the others zero
+    x = torch.ones(4, requires_grad=True)
+    y = hvd.broadcast(x, 0)
+    (y * (r + 1)).sum().backward()
+    assert torch.all(x.grad == (weight_sum if r == 0 else 0.0)), x.grad
+    # Min is not differentiable: the result has no gradient function
+    x = torch.ones(2, requires_grad=True)
+    assert not hvd.allreduce(x, op=hvd.Min).requires_grad

@@ -199,7 +199,11 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
               prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """All-reduces `tensor` over the process set (Average by default) into a new tensor.
-    `compression` is applied by the engine to float32 tensors (Sum and Average)."""
+    `compression` is applied by the engine to float32 tensors (Sum and Average).
+    Differentiable for Sum and Average: the gradient is all-reduced the same way."""
+    if _wants_grad(tensor) and _op(average, op, "allreduce") in (Sum, Average):
+        return _AllreduceFn.apply(tensor, name, _op(average, op, "allreduce"), prescale_factor,
+                                  postscale_factor, process_set, compression)
     return synchronize(allreduce_async(tensor, average, name, op, prescale_factor,
                                        postscale_factor, process_set, compression))
 
@@ -260,6 +264,13 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """All-reduces a list of tensors as one fused operation into new tensors (differentiable
+    for Sum and Average)."""
+    if (isinstance(tensors, (list, tuple)) and _wants_grad(*tensors)
+            and _op(average, op, "grouped_allreduce") in (Sum, Average)):
+        return list(_GroupedAllreduceFn.apply(name, _op(average, op, "grouped_allreduce"),
+                                              prescale_factor, postscale_factor, process_set,
+                                              compression, *tensors))
     return synchronize(grouped_allreduce_async(tensors, average, name, op, prescale_factor,
                                                postscale_factor, process_set, compression))
 
@@ -309,6 +320,10 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """root_rank's tensor on every rank, in a new tensor. Differentiable: the root gets the
+    sum of every rank's gradient, the other ranks zero."""
+    if _wants_grad(tensor):
+        return _BroadcastFn.apply(tensor, root_rank, name, process_set)
     return synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
 
@@ -333,6 +348,10 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
+    """Every rank's tensor stacked along the first dimension, in rank order. Differentiable:
+    a rank's gradient is its rows of the sum of every rank's gradient."""
+    if _wants_grad(tensor):
+        return _AllgatherFn.apply(tensor, name, process_set)
     return synchronize(allgather_async(tensor, name, process_set))
 
 
@@ -471,3 +490,80 @@ def join(device=-1, process_set=global_process_set):
     last = ctypes.c_int(-1)
     check(lib.collHvdJoin(_ps(process_set, "join"), ctypes.byref(last)), "join")
     return last.value
+
+
+# ------------------------------------------------------------ autograd
+
+def _wants_grad(*tensors):
+    return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
+                                           for t in tensors)
+
+
+def _grad_name(name):
+    """Backward passes run in the same order on every rank, so unnamed ones can take
+    generated names; named ones derive theirs."""
+    return None if name is None else name + ".grad"
+
+
+class _AllreduceFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set,
+                compression):
+        ctx.spec = (name, op, prescale_factor, postscale_factor, process_set)
+        return synchronize(allreduce_async(tensor, None, name, op, prescale_factor,
+                                           postscale_factor, process_set, compression))
+
+    @staticmethod
+    def backward(ctx, grad):
+        name, op, pre, post, ps = ctx.spec
+        g = synchronize(allreduce_async(grad, None, _grad_name(name), op, pre, post, ps))
+        return g, None, None, None, None, None, None
+
+
+class _GroupedAllreduceFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, compression,
+                *tensors):
+        ctx.spec = (name, op, prescale_factor, postscale_factor, process_set)
+        return tuple(synchronize(grouped_allreduce_async(list(tensors), None, name, op,
+                                                         prescale_factor, postscale_factor,
+                                                         process_set, compression)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        name, op, pre, post, ps = ctx.spec
+        gs = synchronize(grouped_allreduce_async(list(grads), None, _grad_name(name), op, pre,
+                                                 post, ps))
+        return (None,) * 6 + tuple(gs)
+
+
+class _BroadcastFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.spec = (root_rank, name, process_set)
+        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad):
+        root, name, ps = ctx.spec
+        g = synchronize(allreduce_async(grad, None, _grad_name(name), Sum, process_set=ps))
+        if ps.rank() != root:
+            g.zero_()
+        return g, None, None, None
+
+
+class _AllgatherFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, process_set):
+        ctx.spec = (name, process_set, tensor.shape)
+        return synchronize(allgather_async(tensor, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad):
+        name, ps, shape = ctx.spec
+        g = synchronize(allreduce_async(grad, None, _grad_name(name), Sum, process_set=ps))
+        rows = shape[0] if len(shape) else 1
+        dims_name = None if name is None else name + ".grad.rows"
+        dims = synchronize(allgather_async(torch.tensor([rows], dtype=torch.int64), dims_name, ps))
+        start = int(dims[:ps.rank()].sum())
+        return g.narrow(0, start, rows).reshape(shape), None, None

@@ -19,19 +19,33 @@ def _per_channel(v, x):
     return v.view([1, -1] + [1] * (x.dim() - 2))
 
 
+def _local_moments(x):
+    """This rank's per-channel mean and biased variance (one pass, PyTorch's own kernel)."""
+    try:
+        return torch.batch_norm_update_stats(x, None, None, 0.0)
+    except (AttributeError, RuntimeError):  # not in every PyTorch build
+        var, mean = torch.var_mean(x, _reduce_dims(x), unbiased=False)
+        return mean, var
+
+
 class _SyncBatchNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, running_mean, running_var, eps, momentum, name, process_set):
         compute = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
         xc = x.contiguous().to(compute)
         channels = xc.shape[1]
-        dims = _reduce_dims(xc)
-        # One all-reduce of [count, sum, sum of squares], in float64 so that E[x^2] - E[x]^2
-        # keeps its digits; ranks may hold different numbers of samples.
+        # One all-reduce of [count, sum, sum of squares] per channel, in float64, built from
+        # this rank's mean and variance (more exact than summing squares in float32);
+        # ranks may hold different numbers of samples.
+        n = xc.numel() // max(channels, 1)
         stats = torch.empty(1 + 2 * channels, dtype=torch.float64)
-        stats[0] = xc.numel() // max(channels, 1)
-        torch.sum(xc, dims, dtype=torch.float64, out=stats[1:1 + channels])
-        torch.sum(xc * xc, dims, dtype=torch.float64, out=stats[1 + channels:])
+        stats[0] = n
+        if n > 0:
+            mean_l, var_l = (t.double() for t in _local_moments(xc))
+            torch.mul(mean_l, n, out=stats[1:1 + channels])
+            torch.mul(var_l + mean_l * mean_l, n, out=stats[1 + channels:])
+        else:
+            stats[1:].zero_()
         allreduce_(stats, name=name + ".stats", op=Sum, process_set=process_set)
         count = stats[0].item()
         if count <= 1:
@@ -45,45 +59,44 @@ class _SyncBatchNormFunction(torch.autograd.Function):
             unbiased = var64 * (count / (count - 1))
             running_var.mul_(1 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
         mean, var = mean64.to(compute), var64.to(compute)
-        invstd = torch.rsqrt(var + eps)
         w = weight.to(compute) if weight is not None else None
         b = bias.to(compute) if bias is not None else None
         out = F.batch_norm(xc, mean, var, w, b, False, 0.0, eps)
-        ctx.save_for_backward(xc, w, mean, invstd)
+        ctx.save_for_backward(xc, w, mean, var)
+        ctx.eps = eps
         ctx.count = count
         ctx.name = name
         ctx.process_set = process_set
         ctx.in_dtype = x.dtype
-        ctx.has_weight, ctx.has_bias = weight is not None, bias is not None
         return out.to(x.dtype)
 
     @staticmethod
     def backward(ctx, grad_out):
-        xc, w, mean, invstd = ctx.saved_tensors
+        xc, w, mean, var = ctx.saved_tensors
         g = grad_out.to(xc.dtype)
-        dims = _reduce_dims(xc)
         channels = xc.shape[1]
-        xmu = xc - _per_channel(mean, xc)
-        sums = torch.empty(2 * channels, dtype=torch.float64)
-        torch.sum(g, dims, dtype=torch.float64, out=sums[:channels])
-        torch.sum(g * xmu, dims, dtype=torch.float64, out=sums[channels:])
-        # The weight's and bias's gradients are this rank's own (the optimizer averages them
-        # over ranks like every other gradient); the input's needs the sums over all ranks.
-        grad_weight = (sums[channels:].to(xc.dtype) * invstd) if ctx.has_weight else None
-        grad_bias = sums[:channels].to(xc.dtype, copy=True) if ctx.has_bias else None
+        # PyTorch's eval-mode kernel, given the global statistics, yields in one pass
+        # g * w * invstd and this rank's sum(g) and sum(g * xhat); the input's gradient
+        # then needs the global sums of the latter two.
+        gi, sum_dy_xhat, sum_dy = torch.ops.aten.native_batch_norm_backward(
+            g, xc, w, mean, var, None, None, False, ctx.eps,
+            [ctx.needs_input_grad[0], True, True])
+        grad_weight = sum_dy_xhat if ctx.needs_input_grad[1] else None
+        grad_bias = sum_dy if ctx.needs_input_grad[2] else None
         grad_input = None
         if ctx.needs_input_grad[0]:
+            sums = torch.cat([sum_dy, sum_dy_xhat]).double()
             allreduce_(sums, name=ctx.name + ".grad", op=Sum, process_set=ctx.process_set)
-            mean_dy = (sums[:channels] / ctx.count).to(xc.dtype)
-            mean_dy_xmu = (sums[channels:] / ctx.count).to(xc.dtype)
-            scale = invstd if w is None else invstd * w
-            grad_input = (g - _per_channel(mean_dy, xc)
-                          - xmu * _per_channel(invstd * invstd * mean_dy_xmu, xc)) * _per_channel(scale, xc)
-            grad_input = grad_input.to(ctx.in_dtype)
-        if grad_weight is not None and not ctx.needs_input_grad[1]:
-            grad_weight = None
-        if grad_bias is not None and not ctx.needs_input_grad[2]:
-            grad_bias = None
+            invstd = torch.rsqrt(var.double() + ctx.eps)
+            scale = invstd if w is None else invstd * w.double()
+            mean_dy = sums[:channels] / ctx.count
+            mean_dy_xhat = sums[channels:] / ctx.count
+            # w * invstd * (g - mean_dy - xhat * mean_dy_xhat) = gi - x * alpha - beta
+            alpha = scale * invstd * mean_dy_xhat
+            beta = scale * mean_dy - mean.double() * alpha
+            gi.sub_(_per_channel(beta.to(xc.dtype), xc))
+            gi.addcmul_(xc, _per_channel(alpha.to(xc.dtype), xc), value=-1)
+            grad_input = gi.to(ctx.in_dtype)
         return grad_input, grad_weight, grad_bias, None, None, None, None, None, None
 
 

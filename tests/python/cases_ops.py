@@ -46,6 +46,7 @@ def case_topology(ctx):
     assert (hvd.local_rank(), hvd.local_size()) == (ctx.rank, ctx.size)  # one host
     assert (hvd.cross_rank(), hvd.cross_size()) == (0, 1)
     assert hvd.global_process_set.size() == ctx.size and hvd.global_process_set.rank() == ctx.rank
+    assert hvd.global_process_set.ranks == list(range(ctx.size))
     ranks = hvd.allgather(torch.tensor([ctx.rank]))
     assert ranks.tolist() == list(range(ctx.size))
 

@@ -2,7 +2,6 @@
 import atexit
 import ctypes
 
-from . import _lib
 from ._lib import check, lib
 
 _topology = None  # (rank, size, local_rank, local_size, cross_rank, cross_size)
@@ -86,12 +85,12 @@ class ProcessSet:
     Operations take it as `process_set=`; their root_rank is a rank within the set."""
 
     def __init__(self, ranks):
-        if ranks is None:
-            self.ranks = None
-        else:
+        try:
             self.ranks = sorted(int(r) for r in ranks)
-            if len(set(self.ranks)) != len(self.ranks):
-                raise ValueError(f"ProcessSet: ranks {list(ranks)} contain duplicates")
+        except (TypeError, ValueError):
+            raise TypeError(f"ProcessSet: expected a list of ranks, not {ranks!r}") from None
+        if len(set(self.ranks)) != len(self.ranks):
+            raise ValueError(f"ProcessSet: ranks {list(ranks)} contain duplicates")
         self.process_set_id = None
 
     def _info(self):
@@ -120,14 +119,18 @@ class ProcessSet:
         return self.process_set_id
 
     def __repr__(self):
-        who = "global" if self.ranks is None else f"ranks={self.ranks}"
+        who = "global" if self.process_set_id == 0 else f"ranks={self.ranks}"
         return f"ProcessSet({who}, id={self.process_set_id})"
 
 
 class _GlobalProcessSet(ProcessSet):
-    def __init__(self):
-        super().__init__(None)
+    def __init__(self):  # pylint: disable=super-init-not-called -- no ranks of its own
         self.process_set_id = 0
+
+    @property
+    def ranks(self):
+        """Every rank of the job (needs init())."""
+        return list(range(size()))
 
 
 global_process_set = _GlobalProcessSet()
@@ -139,7 +142,7 @@ def add_process_set(process_set):
     rank calls it with the same ranks, also the ranks outside the set. Returns the
     ProcessSet."""
     ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
-    if ps.ranks is None:
+    if isinstance(ps, _GlobalProcessSet):
         raise ValueError("the global process set is always registered")
     if ps.process_set_id is not None:
         raise ValueError(f"{ps!r} is already registered")

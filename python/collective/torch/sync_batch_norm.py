@@ -5,10 +5,25 @@ import torch
 import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from .basics import ProcessSet, global_process_set
+from .basics import ProcessSet, add_process_set, global_process_set, size
 from .mpi_ops import Sum, allreduce_
 
 _instances = itertools.count()
+_own_set = None
+
+
+def _sync_set(process_set):
+    """The process set SyncBatchNorm's all-reduces go through. They are small and block
+    forward and backward; on the global set they would queue behind the gradients that
+    DistributedOptimizer has in flight during backward. So for the global set they use a
+    set of the same ranks with its own engine, made (collectively, on every rank) at the
+    first synchronised forward, and made again after a shutdown and init."""
+    global _own_set
+    if process_set is not global_process_set:
+        return process_set
+    if _own_set is None or _own_set.process_set_id is None:
+        _own_set = add_process_set(ProcessSet(range(size())))
+    return _own_set
 
 
 def _reduce_dims(x):
@@ -141,7 +156,8 @@ class SyncBatchNorm(_BatchNorm):
             return F.batch_norm(x, running_mean, running_var, self.weight, self.bias, batch_stats,
                                 factor, self.eps)
         return _SyncBatchNormFunction.apply(x, self.weight, self.bias, running_mean, running_var,
-                                            self.eps, factor, self._coll_name, self.process_set)
+                                            self.eps, factor, self._coll_name,
+                                            _sync_set(self.process_set))
 
     @classmethod
     def convert_sync_batchnorm(cls, module, process_set=global_process_set):

@@ -127,6 +127,30 @@ leaked=$(nm -D --defined-only "$so" | awk '{print $3}' | c++filt |
   cut -c 1-160 | head -n 5)
 [ -z "$leaked" ] || bad "the shared library exports internal symbols, e.g.:"$'\n'"$leaked"
 
+# The Python package: where /usr/bin/python3 looks for packages of this prefix, recording
+# the installed library's path, and importable from there (torch permitting).
+if [ -x /usr/bin/python3 ]; then
+  pkg=$(find "$tmp/root" -path '*/collective/torch/__init__.py' | head -n 1)
+  if [ -z "$pkg" ]; then
+    bad "the Python package collective is not installed"
+  else
+    site=${pkg%/collective/torch/__init__.py}
+    grep -q "\"$prefix/" "$site/collective/_install_paths.py" ||
+      bad "collective/_install_paths.py does not name the installed library under $prefix"
+    if [ "$prefix" = /usr/local ] &&
+        ! /usr/bin/python3 -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' "${site#"$tmp/root"}"; then
+      bad "the Python package went to ${site#"$tmp/root"}, where /usr/bin/python3 does not look"
+    fi
+    if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
+      COLL_LIBRARY="$libdir/libcollective.so" PYTHONPATH="$site" \
+        "$build/src/launcher/collectiverun" -np 1 /usr/bin/python3 -c 'import collective.torch as hvd; hvd.init(); assert hvd.size() == 1; hvd.shutdown()' \
+        >"$tmp/py.log" 2>&1 || { bad "the installed Python package does not work"; cat "$tmp/py.log"; }
+    else
+      echo "note: torch is not importable here: the Python package's import not checked"
+    fi
+  fi
+fi
+
 for i in "${!pids[@]}"; do
   if ! wait "${pids[$i]}"; then bad "${checks[$i]##* }: header does not compile on its own"; cat "$tmp/check$i.log"; fi
 done

@@ -97,6 +97,7 @@ void Engine::nudge() {
   {
     std::lock_guard<std::mutex> lk(mu_);
     nudged_ = true;
+    hurry_ = true;
   }
   cv_.notify_all();
 }
@@ -141,8 +142,21 @@ void Engine::loop() {
       // Every rank counts the same idle rounds (from the reduced decision), so all slow
       // down and speed up together.
       next += std::chrono::duration_cast<Clock::duration>(idleRounds_ >= kIdleRounds ? idlePeriod : busyPeriod);
+      // A caller waits on this rank's work and some of it is still unfinished, waiting for
+      // other ranks: go straight into the next round, whose control all-reduce waits for
+      // them, instead of sleeping out the cycle. The work then runs as soon as the last
+      // rank's engine joins (its own wait nudges it), not up to a cycle later.
+      bool hurry;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        hurry = hurry_ && queue_.inFlight() > 0;
+        if (!hurry) hurry_ = false;
+        if (hurry) nudged_ = false;
+      }
       auto t = Clock::now();
-      if (t < next) {
+      if (hurry) {
+        next = t;
+      } else if (t < next) {
         std::unique_lock<std::mutex> lk(mu_);
         cv_.wait_until(lk, next, [&] { return forceStop_.load() || nudged_; });
         // Woken early: the rounds go on from now, not from the (maybe idle) tick.

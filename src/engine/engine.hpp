@@ -129,6 +129,8 @@ class Engine {
   std::atomic<bool> wantShutdown_{false};
   std::atomic<bool> forceStop_{false};
   bool nudged_ = false;  // guarded by mu_
+  // A caller waits (synchronize) on work of this rank; cleared once none is unfinished.
+  bool hurry_ = false;   // guarded by mu_
   // What handles call to nudge us; cleared when we are destroyed (handles may outlive us).
   struct NudgeTarget {
     std::mutex mu;

@@ -51,14 +51,14 @@ class TreeGather final : public Algorithm {
     // Virtual rank u's block at (u - v) * block; the root needs it only for subtrees whose
     // ranks are not consecutive.
     bool staging = v != 0;
-    for (int c : node.children) staging = staging || !consecutive(rankOf, c, patterns::binomialSpan(n, c));
+    for (int c : node.children) staging = staging || !patterns::consecutiveRanks(rankOf, c, patterns::binomialSpan(n, c));
     char* buf = staging ? static_cast<char*>(comm.scratch(static_cast<size_t>(node.span) * block, 1)) : nullptr;
     std::vector<Xfer> xs(node.children.size());
     std::vector<Xfer*> ptrs;
     std::vector<int> staged;  // the root's children whose subtrees land in scratch
     for (size_t i = 0; i < node.children.size(); ++i) {
       const int c = node.children[i], span = patterns::binomialSpan(n, c);
-      const bool direct = v == 0 && consecutive(rankOf, c, span);
+      const bool direct = v == 0 && patterns::consecutiveRanks(rankOf, c, span);
       if (v == 0 && !direct) staged.push_back(c);
       char* dst = direct ? out + static_cast<size_t>(rankOf(c)) * block : buf + static_cast<size_t>(c - v) * block;
       pg.recv(rankOf(c), dst, static_cast<size_t>(span) * block, &xs[i], true, v == 0);
@@ -77,15 +77,6 @@ class TreeGather final : public Algorithm {
     pg.send(rankOf(node.parent), buf, static_cast<size_t>(node.span) * block, &x);
     Xfer* xp = &x;
     pg.waitAll(&xp, 1);
-  }
-
- private:
-  // Whether virtual ranks c .. c + span - 1 are consecutive ranks, in order.
-  template <typename RankOf>
-  static bool consecutive(RankOf rankOf, int c, int span) {
-    for (int i = 1; i < span; ++i)
-      if (rankOf(c + i) != rankOf(c) + i) return false;
-    return true;
   }
 };
 

@@ -33,4 +33,14 @@ inline BinomialNode binomialNode(int n, int v) {
 // Blocks in the subtree of child c of a node (the child's own span).
 inline int binomialSpan(int n, int c) { return binomialNode(n, c).span; }
 
+// Whether virtual ranks c .. c + span - 1 are consecutive ranks, in order (rankOf maps a
+// virtual rank to its rank): then their blocks sit together, in order, in a buffer of
+// blocks by rank.
+template <typename RankOf>
+bool consecutiveRanks(RankOf rankOf, int c, int span) {
+  for (int i = 1; i < span; ++i)
+    if (rankOf(c + i) != rankOf(c) + i) return false;
+  return true;
+}
+
 }  // namespace coll::patterns

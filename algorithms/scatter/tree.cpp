@@ -52,7 +52,7 @@ class TreeScatter final : public Algorithm {
     // Virtual rank u's block at (u - v) * block; the root needs it only for subtrees whose
     // ranks are not consecutive.
     bool staging = v != 0;
-    for (int c : node.children) staging = staging || !consecutive(rankOf, c, patterns::binomialSpan(n, c));
+    for (int c : node.children) staging = staging || !patterns::consecutiveRanks(rankOf, c, patterns::binomialSpan(n, c));
     char* buf = staging ? static_cast<char*>(comm.scratch(static_cast<size_t>(node.span) * block, 1)) : nullptr;
     if (v != 0) {
       Xfer x;
@@ -65,7 +65,7 @@ class TreeScatter final : public Algorithm {
     // The farthest child heads the largest subtree, whose blocks have the longest way to go.
     for (size_t i = node.children.size(); i-- > 0;) {
       const int c = node.children[i], span = patterns::binomialSpan(n, c);
-      const bool direct = v == 0 && consecutive(rankOf, c, span);
+      const bool direct = v == 0 && patterns::consecutiveRanks(rankOf, c, span);
       if (v == 0 && !direct)
         for (int u = c; u < c + span; ++u)
           memcpy(buf + static_cast<size_t>(u) * block, in + static_cast<size_t>(rankOf(u)) * block, block);
@@ -76,15 +76,6 @@ class TreeScatter final : public Algorithm {
     const char* own = v == 0 ? in + static_cast<size_t>(r) * block : buf;
     if (own != mine) memcpy(mine, own, block);
     pg.waitAll(ptrs.data(), ptrs.size());
-  }
-
- private:
-  // Whether virtual ranks c .. c + span - 1 are consecutive ranks, in order.
-  template <typename RankOf>
-  static bool consecutive(RankOf rankOf, int c, int span) {
-    for (int i = 1; i < span; ++i)
-      if (rankOf(c + i) != rankOf(c) + i) return false;
-    return true;
   }
 };
 

@@ -8,7 +8,9 @@ collResult_t call(const perf::CallArgs& a) {
   int next = (a.rank + 1) % a.nranks;
   int prev = (a.rank - 1 + a.nranks) % a.nranks;
   if (a.stream) {
-    // Device buffers (-g 1) cannot be grouped. Stream-ordered calls run in issue order,
+    // Device buffers (-g 1): ungrouped, so that each call runs alone (chunked, over CUDA
+    // IPC where it can) instead of in a group, which is staged whole through host memory
+    // (doc/cuda.md, "Groups"). Stream-ordered calls run in issue order,
     // so even ranks send first and odd ranks receive first: rank 0's send completes
     // (rank 1 receives first), and every other wait hangs off that chain, so no cycle.
     if (a.rank % 2 == 0) {

@@ -322,3 +322,50 @@ def case_autograd(ctx):
     # Min is not differentiable: the result has no gradient function
     x = torch.ones(2, requires_grad=True)
     assert not hvd.allreduce(x, op=hvd.Min).requires_grad
+    x = torch.ones(n + 1, 2, requires_grad=True)
+    assert not hvd.reducescatter(x, op=hvd.Max).requires_grad
+
+
+def case_autograd_alltoall(ctx):
+    hvd = ctx.hvd
+    n, r = ctx.size, ctx.rank
+
+    def split(src, dst):
+        return (src + 2 * dst) % 3 + (1 if src == dst else 0)
+
+    def weight(src, dst, i):  # what rank dst weighs row i from src by in its loss
+        return 100.0 * src + 10.0 * dst + i + 1
+
+    splits = [split(r, d) for d in range(n)]
+    x = torch.zeros(sum(splits), 2, requires_grad=True)
+    y, received = hvd.alltoall(x, splits=splits, name="grad.a2a")
+    assert y.requires_grad and not received.requires_grad
+    w = torch.tensor([weight(s, r, i) for s in range(n) for i in range(split(s, r))]).view(-1, 1)
+    (y * w).sum().backward()
+    want = torch.tensor([weight(r, d, i) for d in range(n) for i in range(split(r, d))])
+    assert torch.equal(x.grad, want.view(-1, 1).expand(-1, 2)), (x.grad, want)
+    # Even split: rows sent to rank d come back weighted by d + 1.
+    x = torch.zeros(2 * n, 3, requires_grad=True)
+    y = hvd.alltoall(x)
+    assert isinstance(y, torch.Tensor) and y.requires_grad
+    (y * (r + 1)).sum().backward()
+    want = torch.arange(n, dtype=torch.float32).repeat_interleave(2).add(1).view(-1, 1)
+    assert torch.equal(x.grad, want.expand(-1, 3)), x.grad
+
+
+def case_autograd_reducescatter(ctx):
+    hvd = ctx.hvd
+    n, r = ctx.size, ctx.rank
+    dim0 = 2 * n + 1
+    base, extra = divmod(dim0, n)
+    owner = torch.tensor([k for k in range(n) for _ in range(base + (1 if k < extra else 0))],
+                         dtype=torch.float32).view(-1, 1)
+    for op, pre, post, scale in ((hvd.Sum, 1.0, 1.0, 1.0), (hvd.Average, 1.0, 1.0, 1.0 / n),
+                                 (hvd.Sum, 2.0, 0.25, 0.5), (hvd.Average, 3.0, 0.5, 1.5 / n)):
+        x = data(r, (dim0, 2), torch.float32).requires_grad_()
+        y = hvd.reducescatter(x, op=op, name=f"grad.rs.{op}.{pre}", prescale_factor=pre,
+                              postscale_factor=post)
+        assert y.requires_grad
+        (y * (r + 1)).sum().backward()
+        want = (owner + 1) * scale  # row j reaches rank owner(j), whose loss weighs it
+        assert torch.allclose(x.grad, want.expand(-1, 2)), (op, x.grad, want)

@@ -391,7 +391,12 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """All-to-all. Returns `(output, received_splits)` when `splits` is given (received_splits:
-    an int64 tensor, the rows received from each rank), else the output alone."""
+    an int64 tensor, the rows received from each rank), else the output alone.
+    Differentiable: the gradient travels back by the all-to-all of the output's gradient
+    with the received splits."""
+    if _wants_grad(tensor):
+        out, received = _AlltoallFn.apply(tensor, splits, name, process_set)
+        return out if splits is None else (out, received)
     return synchronize(alltoall_async(tensor, splits, name, process_set))
 
 
@@ -414,6 +419,12 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
 
 def reducescatter(tensor, name=None, op=Average, process_set=global_process_set,
                   prescale_factor=1.0, postscale_factor=1.0):
+    """This rank's share of the reduction (see reducescatter_async). Differentiable for Sum
+    and Average: a rank's gradient is every rank's output gradient stacked in rank order
+    (an all-gather), times the same scaling as the forward pass."""
+    if _wants_grad(tensor) and _op(None, op, "reducescatter") in (Sum, Average):
+        return _ReducescatterFn.apply(tensor, name, op, process_set, prescale_factor,
+                                      postscale_factor)
     return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,
                                            postscale_factor))
 
@@ -567,3 +578,53 @@ class _AllgatherFn(torch.autograd.Function):
         dims = synchronize(allgather_async(torch.tensor([rows], dtype=torch.int64), dims_name, ps))
         start = int(dims[:ps.rank()].sum())
         return g.narrow(0, start, rows).reshape(shape), None, None
+
+
+class _AlltoallFn(torch.autograd.Function):
+    """Rows that went from rank a to rank b come back from b to a: the backward pass is the
+    all-to-all of the gradient with the splits this rank received (which are what every
+    sender used for it)."""
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        ctx.spec = (name, process_set, tensor.shape)
+        if splits is None:
+            out = synchronize(alltoall_async(tensor, None, name, process_set))
+            received = None
+        else:
+            out, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+        ctx.received = received
+        if received is None:  # autograd needs a tensor in every output slot
+            received = torch.empty(0, dtype=torch.int64)
+        ctx.mark_non_differentiable(received)
+        return out, received
+
+    @staticmethod
+    def backward(ctx, grad, _received_grad):
+        name, ps, shape = ctx.spec
+        g = synchronize(alltoall_async(grad.contiguous(), ctx.received, _grad_name(name), ps))
+        if ctx.received is not None:
+            g = g[0]
+        return g.reshape(shape), None, None, None
+
+
+class _ReducescatterFn(torch.autograd.Function):
+    """Rank r's output is post * sum over ranks k of pre * (k's rows of r's share), over the
+    set's size for Average (the engine makes every rank pass the same factors). So each
+    rank's gradient is the all-gather of the output gradients, times the same scale."""
+    @staticmethod
+    def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
+        scale = _scale(prescale_factor, "reducescatter", "prescale_factor") * \
+            _scale(postscale_factor, "reducescatter", "postscale_factor")
+        if op == Average:
+            scale /= process_set.size()
+        ctx.spec = (name, process_set, tensor.shape, scale)
+        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,
+                                               postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad):
+        name, ps, shape, scale = ctx.spec
+        g = synchronize(allgather_async(grad.contiguous(), _grad_name(name), ps))
+        if scale != 1.0:
+            g = g * scale
+        return g.reshape(shape), None, None, None, None, None

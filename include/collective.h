@@ -106,7 +106,8 @@ collResult_t collMemFree(void* ptr);
 collResult_t collGetUniqueId(collUniqueId* uniqueId);
 collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId, int rank);
 /* Reads rank, size and rendezvous from collectiverun's COLL_* variables, Open MPI's
- * OMPI_COMM_WORLD_* (through MPI when built with it) or Slurm's SLURM_* variables. */
+ * OMPI_COMM_WORLD_* (through MPI when built with it) or Slurm's SLURM_* variables.
+ * Without any of them the process is a job of one rank (rank 0 of 1). */
 collResult_t collCommInitFromEnv(collComm_t* comm);
 collResult_t collCommDestroy(collComm_t comm);
 /* Stops all pending work, wakes every waiter with an error and frees the communicator.

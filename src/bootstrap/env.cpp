@@ -215,6 +215,11 @@ bool detectEnvLaunch(EnvLaunch* out, double timeoutSec) {
   if (envStr("COLL_RANK")) return fromCollectiverun(out, timeoutSec);
   if (envStr("OMPI_COMM_WORLD_RANK")) return fromOpenMpi(out, timeoutSec);
   if (envStr("SLURM_PROCID")) return fromSlurm(out, timeoutSec);
+  // Half a collectiverun contract is a mistake, not a program started on its own: running
+  // it as a job of one would hide that its ranks never meet.
+  for (const char* v : {"COLL_SIZE", "COLL_ROOT_ADDR", "COLL_JOB_SECRET"})
+    COLL_CHECK_ARG(!envStr(v), v, " is set but COLL_RANK is not: set both (or neither, to run "
+                   "as a job of one rank)");
   return false;
 }
 

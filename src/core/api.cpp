@@ -199,10 +199,13 @@ COLL_EXPORT collResult_t collCommInitFromEnv(collComm_t* comm) {
     EnvLaunch env;
     const char* t = getenv("COLL_TIMEOUT");
     double timeout = t && atof(t) > 0 ? atof(t) : 300;
-    if (!detectEnvLaunch(&env, timeout))
-      COLL_THROW(collInvalidUsage,
-                 "no launcher environment found: start ranks with collectiverun, mpirun or srun, "
-                 "or set COLL_RANK, COLL_SIZE, COLL_ROOT_ADDR and COLL_JOB_SECRET");
+    if (!detectEnvLaunch(&env, timeout)) {
+      // Started on its own, as MPI's singletons are: a job of one rank.
+      COLL_INFO("collCommInitFromEnv: no launcher environment (collectiverun, mpirun, srun): "
+                "running as rank 0 of 1");
+      initRank(comm, 1, makeUniqueIdNear(nullptr), 0);
+      return;
+    }
     COLL_CHECK_ARG(env.nranks >= 1 && env.rank >= 0 && env.rank < env.nranks, "launcher says rank ",
                    env.rank, " of ", env.nranks);
     initRank(comm, env.nranks, env.id, env.rank);

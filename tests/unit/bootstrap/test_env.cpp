@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "bootstrap/bootstrap.hpp"
+#include "collective.h"
 #include "bootstrap/env_internal.hpp"
 #include "coll_config.h"
 #include "core/error.hpp"
@@ -93,6 +94,41 @@ class Env : public ::testing::Test {
 TEST_F(Env, NothingSet) {
   EnvLaunch e;
   EXPECT_FALSE(detectEnvLaunch(&e, 1.0));
+}
+
+// Part of collectiverun's contract without COLL_RANK is refused, naming the variable,
+// instead of silently running as a job of one.
+TEST_F(Env, PartialCollectiverunIsAnError) {
+  for (const char* v : {"COLL_SIZE", "COLL_ROOT_ADDR", "COLL_JOB_SECRET"}) {
+    clear();
+    set(v, v == std::string("COLL_SIZE") ? "2" : "x");
+    std::string msg;
+    EXPECT_EQ(detectCode(&msg), collInvalidArgument) << v;
+    EXPECT_NE(msg.find(std::string(v) + " is set but COLL_RANK is not"), std::string::npos) << msg;
+    collComm_t comm = reinterpret_cast<collComm_t>(0x1);
+    EXPECT_EQ(collCommInitFromEnv(&comm), collInvalidArgument) << v;
+    EXPECT_EQ(comm, nullptr);
+    EXPECT_NE(std::string(collGetLastError(nullptr)).find("COLL_RANK is not"), std::string::npos);
+  }
+}
+
+// Started without any launcher: a job of one rank, whose collectives work.
+TEST_F(Env, NoLauncherRunsAsASingleton) {
+  collComm_t comm = nullptr;
+  ASSERT_EQ(collCommInitFromEnv(&comm), collSuccess) << collGetLastError(nullptr);
+  int n = 0, rank = -1;
+  EXPECT_EQ(collCommCount(comm, &n), collSuccess);
+  EXPECT_EQ(collCommUserRank(comm, &rank), collSuccess);
+  EXPECT_EQ(n, 1);
+  EXPECT_EQ(rank, 0);
+  float x[3] = {1.5f, -2.0f, 7.0f}, y[3] = {0, 0, 0};
+  EXPECT_EQ(collAllReduce(x, y, 3, collFloat, collSum, comm, nullptr), collSuccess);
+  EXPECT_EQ(std::memcmp(x, y, sizeof x), 0);
+  float g[3] = {0, 0, 0};
+  EXPECT_EQ(collAllGather(x, g, 3, collFloat, comm, nullptr), collSuccess);
+  EXPECT_EQ(std::memcmp(x, g, sizeof x), 0);
+  EXPECT_EQ(collBarrier(comm), collSuccess);
+  EXPECT_EQ(collCommDestroy(comm), collSuccess);
 }
 
 TEST_F(Env, CollectiverunNonZeroRank) {

@@ -202,7 +202,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     `compression` is applied by the engine to float32 tensors (Sum and Average).
     Differentiable for Sum and Average: the gradient is all-reduced the same way."""
     if _wants_grad(tensor) and _op(average, op, "allreduce") in (Sum, Average):
-        return _AllreduceFn.apply(tensor, name, _op(average, op, "allreduce"), prescale_factor,
+        return _autograd._AllreduceFn.apply(tensor, name, _op(average, op, "allreduce"), prescale_factor,
                                   postscale_factor, process_set, compression)
     return synchronize(allreduce_async(tensor, average, name, op, prescale_factor,
                                        postscale_factor, process_set, compression))
@@ -268,7 +268,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
     for Sum and Average)."""
     if (isinstance(tensors, (list, tuple)) and _wants_grad(*tensors)
             and _op(average, op, "grouped_allreduce") in (Sum, Average)):
-        return list(_GroupedAllreduceFn.apply(name, _op(average, op, "grouped_allreduce"),
+        return list(_autograd._GroupedAllreduceFn.apply(name, _op(average, op, "grouped_allreduce"),
                                               prescale_factor, postscale_factor, process_set,
                                               compression, *tensors))
     return synchronize(grouped_allreduce_async(tensors, average, name, op, prescale_factor,
@@ -323,7 +323,7 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """root_rank's tensor on every rank, in a new tensor. Differentiable: the root gets the
     sum of every rank's gradient, the other ranks zero."""
     if _wants_grad(tensor):
-        return _BroadcastFn.apply(tensor, root_rank, name, process_set)
+        return _autograd._BroadcastFn.apply(tensor, root_rank, name, process_set)
     return synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
 
@@ -351,7 +351,7 @@ def allgather(tensor, name=None, process_set=global_process_set):
     """Every rank's tensor stacked along the first dimension, in rank order. Differentiable:
     a rank's gradient is its rows of the sum of every rank's gradient."""
     if _wants_grad(tensor):
-        return _AllgatherFn.apply(tensor, name, process_set)
+        return _autograd._AllgatherFn.apply(tensor, name, process_set)
     return synchronize(allgather_async(tensor, name, process_set))
 
 
@@ -395,7 +395,7 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     Differentiable: the gradient travels back by the all-to-all of the output's gradient
     with the received splits."""
     if _wants_grad(tensor):
-        out, received = _AlltoallFn.apply(tensor, splits, name, process_set)
+        out, received = _autograd._AlltoallFn.apply(tensor, splits, name, process_set)
         return out if splits is None else (out, received)
     return synchronize(alltoall_async(tensor, splits, name, process_set))
 
@@ -423,7 +423,7 @@ def reducescatter(tensor, name=None, op=Average, process_set=global_process_set,
     and Average: a rank's gradient is every rank's output gradient stacked in rank order
     (an all-gather), times the same scaling as the forward pass."""
     if _wants_grad(tensor) and _op(None, op, "reducescatter") in (Sum, Average):
-        return _ReducescatterFn.apply(tensor, name, op, process_set, prescale_factor,
+        return _autograd._ReducescatterFn.apply(tensor, name, op, process_set, prescale_factor,
                                       postscale_factor)
     return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,
                                            postscale_factor))
@@ -510,121 +510,5 @@ def _wants_grad(*tensors):
                                            for t in tensors)
 
 
-def _grad_name(name):
-    """Backward passes run in the same order on every rank, so unnamed ones can take
-    generated names; named ones derive theirs."""
-    return None if name is None else name + ".grad"
-
-
-class _AllreduceFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set,
-                compression):
-        ctx.spec = (name, op, prescale_factor, postscale_factor, process_set)
-        return synchronize(allreduce_async(tensor, None, name, op, prescale_factor,
-                                           postscale_factor, process_set, compression))
-
-    @staticmethod
-    def backward(ctx, grad):
-        name, op, pre, post, ps = ctx.spec
-        g = synchronize(allreduce_async(grad, None, _grad_name(name), op, pre, post, ps))
-        return g, None, None, None, None, None, None
-
-
-class _GroupedAllreduceFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set, compression,
-                *tensors):
-        ctx.spec = (name, op, prescale_factor, postscale_factor, process_set)
-        return tuple(synchronize(grouped_allreduce_async(list(tensors), None, name, op,
-                                                         prescale_factor, postscale_factor,
-                                                         process_set, compression)))
-
-    @staticmethod
-    def backward(ctx, *grads):
-        name, op, pre, post, ps = ctx.spec
-        gs = synchronize(grouped_allreduce_async(list(grads), None, _grad_name(name), op, pre,
-                                                 post, ps))
-        return (None,) * 6 + tuple(gs)
-
-
-class _BroadcastFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, tensor, root_rank, name, process_set):
-        ctx.spec = (root_rank, name, process_set)
-        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
-
-    @staticmethod
-    def backward(ctx, grad):
-        root, name, ps = ctx.spec
-        g = synchronize(allreduce_async(grad, None, _grad_name(name), Sum, process_set=ps))
-        if ps.rank() != root:
-            g.zero_()
-        return g, None, None, None
-
-
-class _AllgatherFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, tensor, name, process_set):
-        ctx.spec = (name, process_set, tensor.shape)
-        return synchronize(allgather_async(tensor, name, process_set))
-
-    @staticmethod
-    def backward(ctx, grad):
-        name, ps, shape = ctx.spec
-        g = synchronize(allreduce_async(grad, None, _grad_name(name), Sum, process_set=ps))
-        rows = shape[0] if len(shape) else 1
-        dims_name = None if name is None else name + ".grad.rows"
-        dims = synchronize(allgather_async(torch.tensor([rows], dtype=torch.int64), dims_name, ps))
-        start = int(dims[:ps.rank()].sum())
-        return g.narrow(0, start, rows).reshape(shape), None, None
-
-
-class _AlltoallFn(torch.autograd.Function):
-    """Rows that went from rank a to rank b come back from b to a: the backward pass is the
-    all-to-all of the gradient with the splits this rank received (which are what every
-    sender used for it)."""
-    @staticmethod
-    def forward(ctx, tensor, splits, name, process_set):
-        ctx.spec = (name, process_set, tensor.shape)
-        if splits is None:
-            out = synchronize(alltoall_async(tensor, None, name, process_set))
-            received = None
-        else:
-            out, received = synchronize(alltoall_async(tensor, splits, name, process_set))
-        ctx.received = received
-        if received is None:  # autograd needs a tensor in every output slot
-            received = torch.empty(0, dtype=torch.int64)
-        ctx.mark_non_differentiable(received)
-        return out, received
-
-    @staticmethod
-    def backward(ctx, grad, _received_grad):
-        name, ps, shape = ctx.spec
-        g = synchronize(alltoall_async(grad.contiguous(), ctx.received, _grad_name(name), ps))
-        if ctx.received is not None:
-            g = g[0]
-        return g.reshape(shape), None, None, None
-
-
-class _ReducescatterFn(torch.autograd.Function):
-    """Rank r's output is post * sum over ranks k of pre * (k's rows of r's share), over the
-    set's size for Average (the engine makes every rank pass the same factors). So each
-    rank's gradient is the all-gather of the output gradients, times the same scale."""
-    @staticmethod
-    def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
-        scale = _scale(prescale_factor, "reducescatter", "prescale_factor") * \
-            _scale(postscale_factor, "reducescatter", "postscale_factor")
-        if op == Average:
-            scale /= process_set.size()
-        ctx.spec = (name, process_set, tensor.shape, scale)
-        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,
-                                               postscale_factor))
-
-    @staticmethod
-    def backward(ctx, grad):
-        name, ps, shape, scale = ctx.spec
-        g = synchronize(allgather_async(grad.contiguous(), _grad_name(name), ps))
-        if scale != 1.0:
-            g = g * scale
-        return g.reshape(shape), None, None, None, None, None
+# The differentiable forms are in _autograd, which uses this module's functions.
+from . import _autograd  # noqa: E402

@@ -68,6 +68,14 @@ typedef enum COLL_ENUM_BASE {
   collNumOps = 5
 } collRedOp_t;
 
+/* Where the scalar of a pre-multiplied sum lives (collRedOpCreatePreMulSum); same
+ * numbering as NCCL's ncclScalarResidence_t. */
+typedef enum COLL_ENUM_BASE {
+  collScalarDevice = 0,        /* a pointer to device memory, read at each call */
+  collScalarHostImmediate = 1, /* a pointer to host memory, read once at creation */
+  collNumScalarResidences = 2
+} collScalarResidence_t;
+
 typedef struct collComm* collComm_t;
 typedef struct collRequest* collRequest_t;
 
@@ -204,6 +212,27 @@ collResult_t collIbarrier(collComm_t comm, collRequest_t* request);
 collResult_t collTest(collRequest_t* request, int* done);
 /* Waits (at most COLL_TIMEOUT), releases the request and sets *request to NULL. */
 collResult_t collWait(collRequest_t* request);
+
+/* ---- user-defined reduction operators ----
+ * collRedOpCreatePreMulSum makes a reduction operator for comm: every rank multiplies
+ * each element of its own input by its own scalar (ranks may pass different scalars),
+ * then the products are summed as by collSum. The op is a new collRedOp_t value (from
+ * collNumOps upward, never reused) accepted by the reducing collectives of comm alone
+ * (collAllReduce, collReduce, collReduceScatter and their nonblocking forms), with
+ * `datatype` alone. scalar points to one element of `datatype`. Integer types multiply
+ * in that type, wrapping modulo 2^bits as their sums do; float16 and bfloat16 products
+ * are rounded to the type once. Every rank of a call must pass such an op (another
+ * reduction on another rank is a mismatch); the scalars may differ.
+ *   collScalarHostImmediate: *scalar is read here; the pointer need not outlive the call.
+ *   collScalarDevice: not supported yet; refused with collInvalidUsage.
+ * At most 1024 ops may be live on one communicator. A call takes the op's scalar when it
+ * is issued: destroying the op afterwards (even while a nonblocking call or a group that
+ * uses it is pending) does not affect that call. Ops die with their communicator. */
+collResult_t collRedOpCreatePreMulSum(collRedOp_t* op, void* scalar, collDataType_t datatype,
+                                      collScalarResidence_t residence, collComm_t comm);
+/* Destroys an op made by collRedOpCreatePreMulSum on comm; a built-in op, an op of
+ * another communicator or an op already destroyed is an error. */
+collResult_t collRedOpDestroy(collRedOp_t op, collComm_t comm);
 
 /* Size in bytes of one element of datatype, or 0 for an invalid type. */
 size_t collTypeSize(collDataType_t datatype);

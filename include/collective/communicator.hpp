@@ -342,4 +342,48 @@ class Communicator {
   int size_ = 0;
 };
 
+// A pre-multiplied sum on one communicator (collRedOpCreatePreMulSum): every rank's input
+// times that rank's own scalar, then summed. It converts to Op, for calls on spans of T:
+//   collective::PreMulSum scaled(comm, 1.0f / comm.size());  // PreMulSum<float>
+//   comm.allReduce(std::span(grad), scaled);
+// The op is destroyed with the object; calls issued before keep the scalar they were
+// issued with. Destroy it before its communicator (the destructor of an op whose
+// communicator is gone does nothing harmful, but reports nothing either).
+template <Element T>
+class PreMulSum {
+ public:
+  PreMulSum(const Communicator& comm, T scalar) : comm_(comm.get()) {
+    detail::check(collRedOpCreatePreMulSum(&op_, &scalar, dataTypeOf<T>, collScalarHostImmediate, comm_),
+                  "collRedOpCreatePreMulSum", comm_);
+  }
+  PreMulSum(PreMulSum&& other) noexcept
+      : comm_(std::exchange(other.comm_, nullptr)), op_(other.op_) {}
+  PreMulSum& operator=(PreMulSum&& other) noexcept {
+    PreMulSum tmp(std::move(other));
+    std::swap(comm_, tmp.comm_);
+    std::swap(op_, tmp.op_);
+    return *this;
+  }
+  PreMulSum(const PreMulSum&) = delete;
+  PreMulSum& operator=(const PreMulSum&) = delete;
+  ~PreMulSum() {
+    if (comm_) (void)collRedOpDestroy(op_, comm_);
+  }
+
+  // Destroys now, reporting failure (the destructor cannot).
+  void destroy() {
+    if (!comm_) return;
+    collComm_t c = std::exchange(comm_, nullptr);
+    detail::check(collRedOpDestroy(op_, c), "collRedOpDestroy", c);
+  }
+
+  Op op() const noexcept { return static_cast<Op>(op_); }
+  operator Op() const noexcept { return op(); }
+  explicit operator bool() const noexcept { return comm_ != nullptr; }
+
+ private:
+  collComm_t comm_ = nullptr;
+  collRedOp_t op_ = collSum;
+};
+
 }  // namespace collective

@@ -27,6 +27,7 @@ struct bfloat16 {
 };
 static_assert(sizeof(half) == 2 && sizeof(bfloat16) == 2);
 
+// Also holds the ops made on a communicator (PreMulSum, collective/communicator.hpp).
 enum class Op : int {
   Sum = collSum,
   Prod = collProd,

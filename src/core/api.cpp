@@ -9,6 +9,7 @@
 #include "core/shared_mem.hpp"
 #include "core/socket.hpp"
 #include "core/types.hpp"
+#include "core/user_ops.hpp"
 #include "core/device_ops.hpp"
 
 using namespace coll;
@@ -54,9 +55,10 @@ bool streamsUsable(collComm& c) {
 
 // Validates, then runs or defers (inside a group) one blocking operation. Inside a group a
 // stream-ordered op is deferred too: collGroupEnd launches the group as one unit.
-collResult_t issue(const char* fn, collComm_t comm, const OpArgs& op, collStream_t stream) {
+collResult_t issue(const char* fn, collComm_t comm, OpArgs op, collStream_t stream) {
   return guarded(comm, fn, [&] {
     collComm& c = liveComm(comm);
+    resolveUserOp(&c, op);  // takes the scalar now: a group may run the op after it is destroyed
     validateOp(*c.impl, op, stream, streamsUsable(c));
     if (op.isP2P() && op.root == c.impl->rank() && !groupActive())
       COLL_THROW(collInvalidUsage, "send/recv with self outside a group would never complete");
@@ -77,11 +79,12 @@ collResult_t issue(const char* fn, collComm_t comm, const OpArgs& op, collStream
 // Nonblocking calls are never deferred by a group. Collectives on device buffers are staged
 // on a stream of the communicator's own; the request completes once the results are in
 // device memory.
-collResult_t issueAsync(const char* fn, collComm_t comm, const OpArgs& op, collRequest_t* request) {
+collResult_t issueAsync(const char* fn, collComm_t comm, OpArgs op, collRequest_t* request) {
   return guarded(comm, fn, [&] {
     COLL_CHECK_ARG(request, "request is NULL");
     *request = nullptr;
     collComm& c = liveComm(comm);
+    resolveUserOp(&c, op);  // the request carries the scalar: the op may be destroyed meanwhile
     validateOp(*c.impl, op, nullptr, streamsUsable(c));
     if (op.isP2P() && op.root == c.impl->rank())
       COLL_THROW(collInvalidUsage, "nonblocking send/recv with self would never complete");
@@ -231,6 +234,8 @@ COLL_EXPORT collResult_t collCommDestroy(collComm_t comm) {
       COLL_WARN("collCommDestroy: another thread is still inside a call on this communicator; its memory is left allocated");
       owned.release();
     }
+    // Only now can no call of another thread make an op on it any more.
+    dropUserOps(&c);
   });
 }
 
@@ -257,6 +262,8 @@ COLL_EXPORT collResult_t collCommAbort(collComm_t comm) {
       COLL_WARN("collCommAbort: another thread is still inside a call on this communicator; its memory is left allocated");
       owned.release();
     }
+    // Only now can no call of another thread make an op on it any more.
+    dropUserOps(&c);
   });
 }
 

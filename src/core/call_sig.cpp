@@ -18,6 +18,16 @@ constexpr Field kKind{0, 4}, kType{4, 4}, kRedOp{8, 3}, kIndex{11, 12}, kBig{23,
 constexpr uint64_t kCountLimit = uint64_t{1} << 22;  // counts from here on set kBig
 constexpr int kKinds = kNumOpKinds;  // 4 bits hold 1 + each
 
+// The reduction field of a pre-multiplied sum: one code for every such op, whatever its
+// number (numbers are local to a process) and scalar (ranks may pass different ones).
+constexpr uint64_t kPreMulCode = collNumOps + 1;
+static_assert(kPreMulCode < 8);
+
+const char* redOpText(uint64_t code) {
+  if (code == kPreMulCode) return "premulsum";
+  return code == 0 ? "invalid" : opName(static_cast<collRedOp_t>(code - 1));
+}
+
 bool reduces(OpKind k) { return k == OpKind::AllReduce || k == OpKind::Reduce || k == OpKind::ReduceScatter; }
 static_assert(kKinds < 16);
 
@@ -38,8 +48,7 @@ std::string describeCall(uint64_t sig) {
     const auto dt = static_cast<collDataType_t>(kType.get(sig));
     os << typeName(dt);
     if (reduces(kind)) {
-      const uint64_t op = kRedOp.get(sig);
-      os << ", " << (op == 0 ? "invalid" : opName(static_cast<collRedOp_t>(op - 1)));
+      os << ", " << redOpText(kRedOp.get(sig));
     }
     if (OpArgs{kind}.isRooted()) os << ", root " << kRoot.get(sig);
     if (kBig.get(sig)) os << ", count >= " << kCountLimit << "; ";
@@ -54,7 +63,7 @@ uint64_t callSignature(const OpArgs& op, uint64_t callIndex) {
   uint64_t sig = kKind.put(static_cast<uint64_t>(op.kind) + 1) | kIndex.put(callIndex);
   if (op.kind == OpKind::Barrier) return sig;
   sig |= kType.put(static_cast<uint64_t>(op.dtype)) | kCount.put(op.count) | kBig.put(op.count >= kCountLimit);
-  if (reduces(op.kind)) sig |= kRedOp.put(static_cast<uint64_t>(op.op) + 1);
+  if (reduces(op.kind)) sig |= kRedOp.put(op.preMul ? kPreMulCode : static_cast<uint64_t>(op.op) + 1);
   if (op.isRooted()) sig |= kRoot.put(static_cast<uint64_t>(op.root));
   return sig;
 }

@@ -9,7 +9,8 @@
 // Layout, low bits first:
 //   4 bits  kind: 1 + OpKind; send and receive share one code (point-to-point)
 //   4 bits  data type (collectives only)
-//   3 bits  1 + reduction (all-reduce, reduce, reduce-scatter only)
+//   3 bits  1 + reduction (all-reduce, reduce, reduce-scatter only); 1 + collNumOps for
+//           every pre-multiplied sum, whatever its number and scalar
 //  12 bits  the communicator's count of earlier collective calls, mod 4096
 //   1 bit   count >= 2^22
 //  18 bits  root (broadcast, reduce, gather, scatter only), mod 2^18

@@ -12,6 +12,7 @@
 #include "core/config_agree.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/premul.hpp"
 #include "core/socket.hpp"
 #include "core/types.hpp"
 #include "core/wait.hpp"
@@ -379,10 +380,12 @@ void Comm::executeOps(const OpArgs* opsBegin, size_t nops) {
         selector_->select(*this, b).run(*this, b);
         continue;
       }
-      const Algorithm& algo = selector_->select(*this, op);
+      // A pre-multiplied sum runs as the plain sum of this rank's scaled input.
+      const OpArgs plain = op.preMul ? stagePreMul(*this, op) : op;
+      const Algorithm& algo = selector_->select(*this, plain);
       COLL_TRACE("%s count %zu %s %s with %s", opKindName(op.kind), op.count, typeName(op.dtype),
-                 opName(op.op), algo.name());
-      algo.run(*this, op);
+                 op.preMul ? "premulsum" : opName(op.op), algo.name());
+      algo.run(*this, plain);
     }
     if (!p2p.empty()) executeP2P(p2p);
   } catch (const Error& e) {

@@ -21,6 +21,11 @@ struct OpArgs {
   collDataType_t dtype = collFloat32;
   collRedOp_t op = collSum;
   int root = 0;  // root for rooted collectives, peer for send/recv
+  // A pre-multiplied sum (collRedOpCreatePreMulSum), resolved at the API edge: op is then
+  // collSum, and this rank's input is multiplied by `scalar` (one element of dtype, in
+  // host memory) before it is summed (core/premul.hpp).
+  bool preMul = false;
+  alignas(8) unsigned char scalar[8] = {};
   bool isP2P() const { return kind == OpKind::Send || kind == OpKind::Recv; }
   bool isRooted() const {
     return kind == OpKind::Broadcast || kind == OpKind::Reduce || kind == OpKind::Gather || kind == OpKind::Scatter;

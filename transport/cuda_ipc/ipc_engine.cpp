@@ -35,8 +35,10 @@ IpcEngine::~IpcEngine() = default;
 
 bool IpcEngine::agreesOn(OpKind kind) { return ipcServes(kind); }
 
+// A pre-multiplied sum takes the staged path, where the host scales the input before
+// the sum (core/premul.hpp); the device kernels here know plain reductions only.
 bool IpcEngine::wants(const OpArgs& op, const StreamOpSpec& spec) const {
-  return ipcServes(op.kind) && ipcBuffersOnDevice(spec) && !unusable_.load();
+  return ipcServes(op.kind) && !op.preMul && ipcBuffersOnDevice(spec) && !unusable_.load();
 }
 
 bool IpcEngine::exchangeHeaders(const OpArgs& op, bool ipc) {

@@ -108,12 +108,21 @@ IpcPlan planIpc(OpKind kind, size_t count, size_t elemSize, int nranks, size_t s
   return p;
 }
 
+namespace {
+// The header's reduction: collNumOps stands for every pre-multiplied sum (as in the call
+// signatures, the scalar and the op's number may differ between ranks).
+int32_t headerOp(const OpArgs& op) { return static_cast<int32_t>(op.preMul ? collNumOps : op.op); }
+const char* headerOpName(int32_t op) {
+  return op == collNumOps ? "premulsum" : opName(static_cast<collRedOp_t>(op));
+}
+}  // namespace
+
 IpcOpHeader makeHeader(const OpArgs& op, int rank, bool ipc) {
   IpcOpHeader h;
   h.rank = rank;
   h.kind = static_cast<int32_t>(op.kind);
   h.dtype = static_cast<int32_t>(op.dtype);
-  h.op = static_cast<int32_t>(op.op);
+  h.op = headerOp(op);
   h.root = op.root;
   h.ipc = ipc ? 1 : 0;
   h.count = op.count;
@@ -140,9 +149,9 @@ bool agreeHeaders(const std::vector<IpcOpHeader>& all, const OpArgs& op) {
     if (h.dtype != static_cast<int32_t>(op.dtype))
       COLL_THROW(collInvalidUsage, opKindName(op.kind), ": rank ", r, " passed datatype ",
                  typeName(static_cast<collDataType_t>(h.dtype)), ", this rank ", typeName(op.dtype));
-    if (reduces && h.op != static_cast<int32_t>(op.op))
-      COLL_THROW(collInvalidUsage, opKindName(op.kind), ": rank ", r, " passed op ",
-                 opName(static_cast<collRedOp_t>(h.op)), ", this rank ", opName(op.op));
+    if (reduces && h.op != headerOp(op))
+      COLL_THROW(collInvalidUsage, opKindName(op.kind), ": rank ", r, " passed op ", headerOpName(h.op),
+                 ", this rank ", headerOpName(headerOp(op)));
     if (rooted && h.root != op.root)
       COLL_THROW(collInvalidUsage, opKindName(op.kind), ": rank ", r, " passed root ", h.root,
                  ", this rank ", op.root);

@@ -60,6 +60,23 @@ TEST(CallSignature, EqualCallsMatchAndEveryArgumentCounts) {
   EXPECT_EQ(coll::callSignature(op(OpKind::Barrier, 0), 2), coll::callSignature(op(OpKind::Barrier, 9, collInt8), 2));
 }
 
+// A pre-multiplied sum differs from every built-in reduction, but not from another
+// pre-multiplied sum: ranks pass different scalars, and number their ops apart.
+TEST(CallSignature, PreMulSumIsOneReduction) {
+  using coll::OpKind;
+  auto pre = op(OpKind::ReduceScatter, 40, collBfloat16);
+  pre.preMul = true;
+  pre.scalar[0] = 1;
+  auto other = pre;
+  other.scalar[0] = 9;
+  const uint64_t s = coll::callSignature(pre, 3);
+  EXPECT_EQ(coll::callSignature(other, 3), s);
+  for (collRedOp_t red : {collSum, collProd, collMax, collMin, collAvg})
+    EXPECT_NE(coll::callSignature(op(OpKind::ReduceScatter, 40, collBfloat16, red), 3), s) << red;
+  EXPECT_TRUE(mentions(coll::describeCall(s), "reducescatter (bfloat16, premulsum, count 40; collective call #4)"))
+      << coll::describeCall(s);
+}
+
 TEST(CallSignature, TheTextNamesBothCallsAndWhatDiffers) {
   using coll::OpKind;
   std::string t = coll::callMismatchText(1, coll::callSignature(op(OpKind::AllReduce, 16, collFloat32, collMax), 0), 0,
@@ -156,6 +173,33 @@ TEST_P(Mismatch, ReductionTypeCountAndKind) {
       if (r == odd) return collBarrier(c);
       return collAllReduce(in.data(), out.data(), 64, collFloat32, collSum, c, nullptr);
     }), "differ in kind");
+  }
+}
+
+// A pre-multiplied sum on one rank against a plain sum on the others, in each reducing
+// collective; pre-multiplied sums on every rank with different scalars agree (test_premul).
+TEST_P(Mismatch, PreMulSumAgainstSum) {
+  for (int n : {2, 3}) {
+    SCOPED_TRACE("ranks " + std::to_string(n));
+    const int odd = n - 1;
+    for (int kind = 0; kind < 3; ++kind) {
+      auto out = run(n, [&](int r, collComm_t c) {
+        float s = 2;
+        collRedOp_t pre;
+        collResult_t rc = collRedOpCreatePreMulSum(&pre, &s, collFloat32, collScalarHostImmediate, c);
+        if (rc != collSuccess) return rc;
+        const collRedOp_t op = r == odd ? pre : collSum;
+        auto in = input(r, 64 * n), buf = in;
+        if (kind == 0) return collAllReduce(in.data(), buf.data(), 64, collFloat32, op, c, nullptr);
+        if (kind == 1) return collReduce(in.data(), buf.data(), 64, collFloat32, op, 0, c, nullptr);
+        return collReduceScatter(in.data(), buf.data(), 64, collFloat32, op, c, nullptr);
+      });
+      // Rank 0 is the reduce's root; the odd rank only sends to it there.
+      expectCaught(out, "differ in reduction", kind == 1 ? odd : -1);
+      bool named = false;
+      for (const Outcome& o : out) named = named || mentions(o.text, "premulsum");
+      EXPECT_TRUE(named) << "kind " << kind << ": " << out[0].text;
+    }
   }
 }
 

@@ -115,6 +115,46 @@ TEST(CppApi, AllReduceInPlaceAndOutOfPlace) {
   });
 }
 
+static_assert(!std::is_copy_constructible_v<collective::PreMulSum<float>> &&
+              std::is_nothrow_move_constructible_v<collective::PreMulSum<float>>);
+
+// Each rank's input times its own scalar (rank + 1), summed: with input r + 1 on rank r,
+// 1 + 4 + 9 = 14 on three ranks.
+TEST(CppApi, PreMulSumConvertsToOpAndDiesWithItsObject) {
+  const int n = 3;
+  onRanks(n, [&](Communicator& comm) {
+    const int r = comm.rank();
+    collective::PreMulSum scaled(comm, static_cast<float>(r + 1));  // PreMulSum<float>
+    static_assert(std::is_same_v<decltype(scaled), collective::PreMulSum<float>>);
+    EXPECT_GE(static_cast<int>(scaled.op()), static_cast<int>(collNumOps));
+    std::vector<float> f(100, static_cast<float>(r + 1)), out(100);
+    comm.allReduce(f, std::span(out), scaled);
+    EXPECT_EQ(out[99], 14.0f);
+    EXPECT_EQ(f[99], static_cast<float>(r + 1)) << "out of place leaves the input";
+    std::vector<float> all(3 * 4, static_cast<float>(r + 1)), part(4);
+    comm.ireduceScatter(all, std::span(part), scaled).wait();
+    EXPECT_EQ(part[3], 14.0f);
+    comm.reduce(f, std::span(out), 0, scaled);
+    if (r == 0) EXPECT_EQ(out[0], 14.0f);
+    // Made for float: a call on int32_t is refused by the library.
+    std::vector<int32_t> ints(4);
+    const auto e = expectError([&] { comm.allReduce(std::span(ints), scaled); });
+    EXPECT_EQ(e.code(), collInvalidArgument);
+    EXPECT_NE(e.detail().find("was made for datatype float"), std::string::npos) << e.detail();
+    // Moved, the op goes with the new owner; destroyed, it is refused.
+    collective::PreMulSum<float> owner(std::move(scaled));
+    EXPECT_FALSE(scaled);
+    const Op op = owner;
+    owner.destroy();
+    owner.destroy();  // a no-op once destroyed
+    EXPECT_EQ(expectError([&] { comm.allReduce(std::span(f), op); }).code(), collInvalidUsage);
+    collective::PreMulSum<int64_t> i64(comm, -2);
+    std::vector<int64_t> v(3, r);
+    comm.allReduce(std::span(v), i64);  // -2 * (0 + 1 + 2)
+    EXPECT_EQ(v[2], -6);
+  });
+}
+
 TEST(CppApi, SharedArrayOwnsCollMemAllocMemory) {
   static_assert(!std::is_copy_constructible_v<collective::SharedArray<float>> &&
                 std::is_nothrow_move_constructible_v<collective::SharedArray<float>>);

@@ -5,15 +5,25 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "engine/autotune.hpp"
 #include "engine/fusion_policy.hpp"
 
 namespace coll::engine {
 
 // Per-slot states; min over ranks: any Invalid wins, then any Idle, else all Pending.
-// The vector is [flags][direct threshold][slot states][held flags, inverted].
+// The vector is [flags][direct threshold][tuned parameters][slot states][held flags, inverted].
 enum SlotState : uint8_t { kSlotInvalid = 0, kSlotIdle = 1, kSlotPending = 2 };
+
+// The coordinator's parameters while it tunes (autotune.hpp). Rank 0 writes them and every
+// other rank writes 0xFF bytes, so the min all-reduce hands every rank rank 0's bytes as
+// they were, and every rank switches in the round that carries new values.
+struct TuneControl {
+  TunedParams params;
+  bool done = false;  // tuning finished: these are the final values
+};
 
 struct LocalControl {
   bool hasUncached = false;    // this rank has requests for the full negotiation
@@ -23,6 +33,7 @@ struct LocalControl {
   // log2 of the direct threshold this rank proposes (fusion_policy.hpp); the smallest
   // proposal wins.
   uint8_t directLog2 = kDirectUnknown;
+  std::optional<TuneControl> tune;  // rank 0 only, while COLL_AUTOTUNE is on
   std::vector<uint8_t> slots;  // SlotState per cache slot
   // Per slot: this rank holds a real request for it (a joined rank reports Pending for
   // every allreduce slot without holding one; a slot runs only if some rank really does).
@@ -35,6 +46,7 @@ struct RoundDecision {
   bool abort = false;     // some rank aborts
   bool anyBusy = false;
   uint8_t directLog2 = kDirectUnknown;  // the smallest proposal
+  std::optional<TuneControl> tune;      // rank 0's, when it sent them
   std::vector<uint32_t> invalidated;  // ascending
   std::vector<uint32_t> ready;        // ascending: execution order of cache hits
 };

@@ -177,6 +177,12 @@ struct Stats {
   uint64_t stall_warnings = 0;     // stall reports issued by this rank
   uint64_t direct_bytes = 0;       // uncompressed tensors this large ran unfused in the last
                                    // round (COLL_FUSION_DIRECT_BYTES; same on every rank)
+  // The parameters in effect: COLL_FUSION_THRESHOLD, COLL_CYCLE_TIME (microseconds) and
+  // COLL_FUSION_CHUNK, or the values COLL_AUTOTUNE chose (the same on every rank).
+  uint64_t fusion_threshold = 0;
+  uint64_t cycle_time_us = 0;
+  uint64_t fusion_chunk = 0;
+  bool autotune_done = false;      // COLL_AUTOTUNE settled on its final values
 };
 
 class ContextImpl;

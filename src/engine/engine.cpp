@@ -19,6 +19,11 @@ COLL_PARAM(kStallCheck, "COLL_STALL_CHECK_SECONDS", "60", "engine: warn about te
 COLL_PARAM(kStallShutdown, "COLL_STALL_SHUTDOWN_SECONDS", "0", "engine: stop and fail pending work when a tensor stalls this long (0: never)");
 COLL_PARAM(kCompressionChunk, "COLL_COMPRESSION_CHUNK", "8M", "engine: float32 bytes per pipelined chunk of a compressed allreduce");
 COLL_PARAM(kFusionChunk, "COLL_FUSION_CHUNK", "16M", "engine: a fused allreduce goes out in pieces of this many bytes, staged while the previous piece is on the wire");
+COLL_PARAM(kAutotune, "COLL_AUTOTUNE", "0", "engine: 1 lets rank 0 tune the fusion threshold, cycle time and fusion chunk while the job runs (the ones set in the environment stay fixed)");
+COLL_PARAM(kAutotuneLog, "COLL_AUTOTUNE_LOG", "", "engine: CSV file where rank 0 writes each autotune sample (the parameters and the score)");
+COLL_PARAM(kAutotuneWarmup, "COLL_AUTOTUNE_WARMUP_SAMPLES", "3", "engine: autotune samples at the starting values that are not scored");
+COLL_PARAM(kAutotuneSteps, "COLL_AUTOTUNE_STEPS_PER_SAMPLE", "10", "engine: rounds with work in one autotune sample");
+COLL_PARAM(kAutotuneMax, "COLL_AUTOTUNE_MAX_SAMPLES", "15", "engine: scored autotune samples at most, then the best one's parameters stay");
 COLL_PARAM(kShutdownTimeout, "COLL_SHUTDOWN_TIMEOUT", "60", "engine: seconds shutdown waits for the round that stops the engine on every rank");
 
 // A wait of this many seconds goes through std::chrono::wait_for, whose conversion to the
@@ -45,6 +50,21 @@ EngineParams EngineParams::fromConfig(const Config& cfg) {
   checkWaitSeconds(kShutdownTimeout, p.shutdownTimeoutSeconds);
   p.compressionChunkBytes = cfg.getSize(kCompressionChunk);
   p.fusionChunkBytes = cfg.getSize(kFusionChunk);
+  int64_t on = cfg.getInt(kAutotune);
+  COLL_CHECK_ARG(on == 0 || on == 1, kAutotune, "=", on, " must be 0 or 1");
+  p.autotune = on == 1;
+  p.autotuneLog = cfg.getStr(kAutotuneLog);
+  AutotuneSettings& a = p.autotuneSettings;
+  int64_t warmup = cfg.getInt(kAutotuneWarmup), steps = cfg.getInt(kAutotuneSteps), most = cfg.getInt(kAutotuneMax);
+  COLL_CHECK_ARG(warmup >= 0 && warmup <= 1000000, kAutotuneWarmup, "=", warmup, " must be between 0 and 1000000");
+  COLL_CHECK_ARG(steps >= 1 && steps <= 1000000, kAutotuneSteps, "=", steps, " must be between 1 and 1000000");
+  COLL_CHECK_ARG(most >= 1 && most <= 1000000, kAutotuneMax, "=", most, " must be between 1 and 1000000");
+  a.warmupSamples = static_cast<int>(warmup);
+  a.roundsPerSample = static_cast<int>(steps);
+  a.maxSamples = static_cast<int>(most);
+  a.fixed[static_cast<int>(Knob::FusionThreshold)] = cfg.isSet(kFusionThreshold);
+  a.fixed[static_cast<int>(Knob::CycleTime)] = cfg.isSet(kCycleTime);
+  a.fixed[static_cast<int>(Knob::FusionChunk)] = cfg.isSet(kFusionChunk);
   return p;
 }
 
@@ -68,6 +88,8 @@ Engine::Engine(std::unique_ptr<Collectives> c, const EngineParams& p, Timeline* 
                 std::max<size_t>(1, p.fusionChunkBytes)) {
   stall_.setProcessSet(processSetId);
   counters_.directBytes = roundFusion_.directBytes;
+  cycleMs_ = p_.cycleMs;
+  startTuning();
   nudgeTarget_->engine = this;
   thread_ = std::thread([this] { loop(); });
 }
@@ -133,12 +155,13 @@ void Engine::shutdown() {
 
 void Engine::loop() {
   LogRankScope scope(rank_);
-  auto busyPeriod = std::chrono::duration<double, std::milli>(p_.cycleMs);
-  auto idlePeriod = std::chrono::duration<double, std::milli>(std::max(p_.cycleMs, p_.idleCycleMs));
   auto next = Clock::now();
   try {
     for (;;) {
       if (!cycle()) break;
+      // Read after the round: it may have switched to a tuned cycle time.
+      auto busyPeriod = std::chrono::duration<double, std::milli>(cycleMs_);
+      auto idlePeriod = std::chrono::duration<double, std::milli>(std::max(cycleMs_, p_.idleCycleMs));
       // Every rank counts the same idle rounds (from the reduced decision), so all slow
       // down and speed up together.
       next += std::chrono::duration_cast<Clock::duration>(idleRounds_ >= kIdleRounds ? idlePeriod : busyPeriod);
@@ -208,6 +231,10 @@ collective::hvd::Stats Engine::stats() const {
   s.fused_tensors = counters_.fusedTensors;
   s.stall_warnings = counters_.stallWarnings;
   s.direct_bytes = counters_.directBytes;
+  s.fusion_threshold = counters_.fusionThreshold;
+  s.cycle_time_us = counters_.cycleUs;
+  s.fusion_chunk = counters_.fusionChunk;
+  s.autotune_done = counters_.autotuneDone != 0;
   return s;
 }
 

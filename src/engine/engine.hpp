@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "collective/hvd.hpp"
+#include "engine/autotune.hpp"
 #include "engine/collectives.hpp"
 #include "engine/control.hpp"
 #include "engine/executor.hpp"
@@ -42,6 +44,11 @@ struct EngineParams {
   double shutdownTimeoutSeconds = 60;
   size_t compressionChunkBytes = 8u << 20;  // pipeline granularity of compressed allreduce
   size_t fusionChunkBytes = 16u << 20;      // pipeline granularity of a fused allreduce
+  // COLL_AUTOTUNE: rank 0 of the global process set's engine tunes the fusion threshold,
+  // cycle time and fusion chunk (autotune.hpp); the knobs the user set stay fixed.
+  bool autotune = false;
+  std::string autotuneLog;  // COLL_AUTOTUNE_LOG: CSV of the samples ("": none)
+  AutotuneSettings autotuneSettings;
   static EngineParams fromConfig(const Config& cfg);
 };
 
@@ -88,6 +95,10 @@ class Engine {
   void runSpecial(Ready& r);
   void finishEntry(Ready& r);
   void inspectStalls(double now);
+  // Autotuning (engine_tune.cpp).
+  void startTuning();
+  void applyTuned(const TuneControl& t);
+  void tuneAfterRound(const std::vector<Ready>& ready);
   void complete(Entry& e, collResult_t code, const std::string& msg);
   void failAll(collResult_t code, const std::string& msg);
   double now() const;
@@ -125,6 +136,14 @@ class Engine {
   uint8_t proposedDirectLog2() const;
   static constexpr uint64_t kIdleRounds = 32;
   uint64_t idleRounds_ = 0;  // consecutive rounds in which no rank was busy
+  double cycleMs_ = 1.0;     // p_.cycleMs, or the tuned value
+  // The coordinator's tuner (rank 0 of process set 0 with COLL_AUTOTUNE=1) and its log.
+  std::unique_ptr<Autotuner> tuner_;
+  struct CloseFile {
+    void operator()(FILE* f) const { fclose(f); }
+  };
+  std::unique_ptr<FILE, CloseFile> tuneLog_;
+  bool tuneSettled_ = false;
 
   std::atomic<bool> wantShutdown_{false};
   std::atomic<bool> forceStop_{false};

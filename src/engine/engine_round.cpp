@@ -79,6 +79,7 @@ LocalControl Engine::buildControl(double) {
     if (s < lc.slots.size()) lc.slots[s] = kSlotInvalid;
   invalidate_.clear();
   if (p_.fusion.directAuto) lc.directLog2 = proposedDirectLog2();
+  if (tuner_) lc.tune = TuneControl{tuner_->current(), tuner_->done()};
   return lc;
 }
 
@@ -158,6 +159,7 @@ bool Engine::cycle() {
   controlUs_[controlRounds_++ % controlUs_.size()] =
       std::chrono::duration<double, std::micro>(Clock::now() - sent).count();
   RoundDecision d = decodeControl(ctl);
+  if (d.tune) applyTuned(*d.tune);
   if (p_.fusion.directAuto) {
     roundFusion_.directBytes = directBytesFromLog2(d.directLog2);
     counters_.directBytes = roundFusion_.directBytes;
@@ -172,6 +174,7 @@ bool Engine::cycle() {
   try {
     collectReady(d, t, ready);
     execute(ready);
+    tuneAfterRound(ready);
   } catch (const Error& e) {
     // Entries taken out of the engine's tables for this round are failed here; failAll
     // (in loop) handles the rest.

@@ -20,6 +20,8 @@ namespace coll::engine {
 struct EngineCounters {
   std::atomic<uint64_t> cycles{0}, cacheHits{0}, negotiated{0}, collectives{0}, fusedTensors{0},
       stallWarnings{0}, directBytes{0};
+  // The values in effect (tuned ones when COLL_AUTOTUNE is on), the same on every rank.
+  std::atomic<uint64_t> fusionThreshold{0}, cycleUs{0}, fusionChunk{0}, autotuneDone{0};
 };
 
 class Executor {
@@ -49,6 +51,9 @@ class Executor {
     std::vector<std::unique_ptr<PendingOp>> ops;    // one per chunk (direct: one)
     Clock::time_point t0, t1;
   };
+
+  // Takes effect from the next fused allreduce; every rank must change it in the same round.
+  void setFusionChunkBytes(size_t bytes) { fusionChunkBytes_ = bytes > 0 ? bytes : 1; }
 
   static bool isAsyncAllreduce(const Response& r) {
     return r.meta.op == OpType::Allreduce && r.meta.compression.kind == CompressKind::None;

@@ -123,6 +123,9 @@ const std::vector<Flag>& flags() {
       // nccl-tests registers its device buffers with -R; here the host buffers come from
       // collMemAlloc, the memory same-host peers map.
       {'R', "register", [](Options& o, auto& f, auto& v) { o.sharedBuffers = parseInt(f, v, 0, 1) == 1; }},
+      // Long form only ('\0' matches no short flag): every letter may one day be one of
+      // nccl-tests' flags.
+      {'\0', "native", [](Options& o, auto& f, auto& v) { o.native = parseInt(f, v, 0, 1) == 1; }},
   };
   return table;
 }
@@ -251,7 +254,12 @@ std::string usageText(const char* prog) {
      << "  -R,--register <0|1>      1: send/recv buffers from collMemAlloc (host memory that\n"
      << "                           same-host ranks map and copy directly); 0: ordinary host\n"
      << "                           memory (default). Not with -g 1\n"
-     << "  -t,--nthreads 1          accepted with value 1 only\n";
+     << "  -t,--nthreads 1          accepted with value 1 only\n"
+     << "  --native <0|1>           gather_perf and scatter_perf only: 1 times the library's\n"
+     << "                           collGather/collScatter; 0 (the default) times nccl-tests'\n"
+     << "                           pattern of grouped collSend/collRecv calls, which takes host\n"
+     << "                           buffers only. With 1, -g 1 is allowed: one collective call\n"
+     << "                           is the same on every rank, so its device path matches\n";
   return os.str();
 }
 
@@ -359,13 +367,19 @@ double busBwFactor(Coll c, int nranks) {
 }
 
 std::string optionsProblem(Coll c, const Options& o) {
-  const bool grouped = c == Coll::Gather || c == Coll::Scatter || c == Coll::HyperCube;
+  const bool hasNative = c == Coll::Gather || c == Coll::Scatter;
+  if (o.native && !hasNative) {
+    return std::string("--native 1: not supported by ") + collName(c) +
+           " (its tool always times the library's own call); only gather and scatter take it";
+  }
+  const bool grouped = (hasNative && !o.native) || c == Coll::HyperCube;
   // The library stages a group of several device ops whole but runs a group of one op as
   // that op alone (chunked, or over CUDA IPC), and the ranks of a gather or scatter group
   // different numbers of ops, so their device transfers would not match.
   if (grouped && o.deviceBuffers) {
     return std::string("-g 1: not supported by ") + collName(c) +
-           " (built from grouped collSend/collRecv calls on host buffers); use -g 0";
+           " (built from grouped collSend/collRecv calls on host buffers); use -g 0" +
+           (hasNative ? " or --native 1" : "");
   }
   // -m wraps the calls of an iteration in one group, and nested groups merge: every step
   // of a hypercube would then be issued at once, each sending blocks not yet received.

@@ -19,8 +19,9 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Gather, Scatter and HyperCube are not library collectives: their tools build them from
-// grouped collSend/collRecv calls, as nccl-tests does.
+// HyperCube is not a library collective: its tool builds it from grouped collSend/collRecv
+// calls. Gather and Scatter are built the same way by default, as nccl-tests builds them;
+// with --native 1 their tools time the library's collGather/collScatter instead.
 enum class Coll {
   AllReduce, AllGather, Broadcast, Reduce, ReduceScatter, AllToAll, SendRecv,
   Gather, Scatter, HyperCube
@@ -60,6 +61,10 @@ struct Options {
   // instead of process_vm_readv/writev; -R 0 (the default): ordinary host memory. Host
   // memory only: -R 1 with -g 1 is a UsageError.
   bool sharedBuffers = false;
+  // --native 1 (long form only, no nccl-tests letter): gather_perf and scatter_perf time
+  // the library's collGather/collScatter instead of nccl-tests' grouped send/recv
+  // pattern. Refused by the other tools (optionsProblem), whose call is always native.
+  bool native = false;
   bool help = false;
 };
 
@@ -106,8 +111,9 @@ Counts countsFor(Coll c, size_t bytes, size_t typeSize, int nranks, int rank);
 double busBwFactor(Coll c, int nranks);
 
 // Why a tool cannot run with these options, known before joining the job ("" if it can):
-// gather, scatter and hypercube take host buffers only (no -g 1), and hypercube's steps
-// cannot be merged into one group (no -m > 1).
+// --native 1 only for gather and scatter; the grouped send/recv patterns of gather,
+// scatter (without --native 1) and hypercube take host buffers only (no -g 1), and
+// hypercube's steps cannot be merged into one group (no -m > 1).
 std::string optionsProblem(Coll c, const Options& o);
 // Why a tool cannot run on nranks ranks ("" if it can): hypercube needs a power of two.
 std::string rankCountProblem(Coll c, int nranks);

@@ -1,9 +1,9 @@
 // gather_perf: the root receives count = bytes / (n * type size) elements from every rank
-// into its receive buffer at offset rank * count, its own block through a send to itself
-// in the same group; built from grouped collSend/collRecv calls as nccl-tests builds it
-// (it times that pattern, not the library's collGather). Size is the gathered buffer, busbw = algbw * (n-1)/n
-// (perf::busBwFactor); only the root's output is checked. Host buffers only
-// (perf::optionsProblem).
+// into its receive buffer at offset rank * count. By default it times nccl-tests' pattern,
+// grouped collSend/collRecv calls (the root's own block through a send to itself in the
+// same group), host buffers only (perf::optionsProblem); with --native 1 it times the
+// library's collGather, on host or (-g 1) device buffers. Size is the gathered buffer,
+// busbw = algbw * (n-1)/n (perf::busBwFactor); only the root's output is checked.
 #include "runner.hpp"
 
 namespace {
@@ -22,6 +22,12 @@ collResult_t call(const perf::CallArgs& a) {
   r = collGroupEnd();
   return s != collSuccess ? s : r;
 }
+
+collResult_t native(const perf::CallArgs& a) {
+  return collGather(a.send, a.recv, a.count, a.type, a.root, a.comm, a.stream);
+}
 }  // namespace
 
-int main(int argc, char** argv) { return perf::runTool(argc, argv, {perf::Coll::Gather, call}); }
+int main(int argc, char** argv) {
+  return perf::runTool(argc, argv, {perf::Coll::Gather, call, native, "collGather"});
+}

@@ -151,6 +151,7 @@ void Bench::printHeader(const char* prog) {
               static_cast<int>(opts_.average), avgModeName(opts_.average), opts_.cycles);
   if (!opts_.itersGiven || !opts_.warmupGiven)
     std::printf("# default -n/-w are scaled down for sizes above %zu bytes\n", kScaleAboveBytes);
+  if (opts_.native) std::printf("# --native 1: timing the library's %s\n", tool_.nativeName);
   if (const char* t = std::getenv("COLL_TRANSPORT")) std::printf("# COLL_TRANSPORT=%s\n", t);
   std::printf("#\n# Using devices\n");
   for (int r = 0; r < nranks_; ++r) {
@@ -332,7 +333,9 @@ int runTool(int argc, char** argv, const ToolDesc& tool) {
   }
   // Refused before joining the job: every rank fails alike, at once, and none waits for
   // peers that will never come.
-  const std::string unsupported = optionsProblem(tool.coll, opts);
+  std::string unsupported = optionsProblem(tool.coll, opts);
+  if (unsupported.empty() && opts.native && !tool.nativeCall)
+    unsupported = "--native 1: this tool has no native call";
   if (!unsupported.empty()) {
     std::fprintf(stderr, "%s: %s\n", prog, unsupported.c_str());
     return 2;
@@ -367,7 +370,9 @@ int runTool(int argc, char** argv, const ToolDesc& tool) {
       collBarrier(comm);
       return 2;
     }
-    Bench bench(opts, tool, comm);
+    ToolDesc timed = tool;
+    if (opts.native) timed.call = tool.nativeCall;
+    Bench bench(opts, timed, comm);
     bench.setup();
     bench.printHeader(prog);
     for (int c = 0; opts.cycles == 0 || c < opts.cycles; ++c) bench.sweep();

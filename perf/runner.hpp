@@ -29,6 +29,9 @@ using CallFn = collResult_t (*)(const CallArgs&);
 struct ToolDesc {
   Coll coll;
   CallFn call;
+  // --native 1 (gather and scatter): the library's own collective, timed instead of call.
+  CallFn nativeCall = nullptr;
+  const char* nativeName = nullptr;  // "collGather", for the report's header
 };
 
 // Runs the tool; returns the process exit status (0 only when every check passed and

@@ -1,9 +1,9 @@
 // scatter_perf: the root sends block r (count = bytes / (n * type size) elements at
-// offset r * count of its send buffer) to rank r, its own block through a send to itself
-// in the same group; built from grouped collSend/collRecv calls as nccl-tests builds it
-// (it times that pattern, not the library's collScatter). Size is the root's send buffer, busbw = algbw * (n-1)/n
-// (perf::busBwFactor); every rank's output is checked. Host buffers only
-// (perf::optionsProblem).
+// offset r * count of its send buffer) to rank r. By default it times nccl-tests'
+// pattern, grouped collSend/collRecv calls (the root's own block through a send to itself
+// in the same group), host buffers only (perf::optionsProblem); with --native 1 it times
+// the library's collScatter, on host or (-g 1) device buffers. Size is the root's send
+// buffer, busbw = algbw * (n-1)/n (perf::busBwFactor); every rank's output is checked.
 #include "runner.hpp"
 
 namespace {
@@ -23,6 +23,12 @@ collResult_t call(const perf::CallArgs& a) {
   r = collGroupEnd();
   return s != collSuccess ? s : r;
 }
+
+collResult_t native(const perf::CallArgs& a) {
+  return collScatter(a.send, a.recv, a.count, a.type, a.root, a.comm, a.stream);
+}
 }  // namespace
 
-int main(int argc, char** argv) { return perf::runTool(argc, argv, {perf::Coll::Scatter, call}); }
+int main(int argc, char** argv) {
+  return perf::runTool(argc, argv, {perf::Coll::Scatter, call, native, "collScatter"});
+}

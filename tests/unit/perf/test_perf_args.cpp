@@ -149,6 +149,32 @@ TEST(PerfParseArgs, UsageTextNamesRegister) {
   EXPECT_NE(text.find("collMemAlloc"), std::string::npos) << text;
 }
 
+// --native has no short form: every letter is (or may become) an nccl-tests flag.
+TEST(PerfParseArgs, NativeFlag) {
+  EXPECT_FALSE(parse({}).native);
+  EXPECT_FALSE(parse({"--native", "0"}).native);
+  EXPECT_TRUE(parse({"--native", "1"}).native);
+  EXPECT_TRUE(parse({"--native=1"}).native);
+  EXPECT_FALSE(parse({"--native=1", "--native=0"}).native);
+  for (const char* bad : {"2", "-1", "yes", ""}) {
+    try {
+      parse({"--native", bad});
+      ADD_FAILURE() << "--native '" << bad << "' accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("--native"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parse({"--native"}), UsageError);
+  // No letter stands for it; the nccl-tests letters keep their meaning.
+  EXPECT_THROW(parse({"-native", "1"}), UsageError);
+  const Options o = parse({"-n", "3"});
+  EXPECT_EQ(o.iters, 3);
+  EXPECT_FALSE(o.native);
+  const std::string text = perf::usageText("gather_perf");
+  EXPECT_NE(text.find("--native <0|1>"), std::string::npos) << text;
+  EXPECT_NE(text.find("collGather/collScatter"), std::string::npos) << text;
+}
+
 TEST(PerfParseArgs, InlineAndLongForms) {
   Options o = parse({"-b8K", "--maxbytes=1M", "--iters", "7", "--datatype=bfloat16", "--op",
                      "avg"});
@@ -347,6 +373,30 @@ TEST(PerfProblems, OptionsTheGroupedToolsRefuse) {
             std::string::npos);
   EXPECT_EQ(perf::optionsProblem(Coll::Gather, agg), "");
   EXPECT_EQ(perf::optionsProblem(Coll::HyperCube, parse({"-m", "1"})), "");
+}
+
+// --native 1: gather and scatter time one library call, which takes device buffers like
+// every other collective; the tools without a pattern of their own refuse it.
+TEST(PerfProblems, NativeMode) {
+  const Options native = parse({"--native", "1"});
+  const Options nativeDevice = parse({"--native", "1", "-g", "1"});
+  for (Coll c : {Coll::Gather, Coll::Scatter}) {
+    EXPECT_EQ(perf::optionsProblem(c, native), "") << perf::collName(c);
+    EXPECT_EQ(perf::optionsProblem(c, nativeDevice), "") << perf::collName(c);
+    EXPECT_EQ(perf::optionsProblem(c, parse({"--native", "1", "-m", "2"})), "");
+    // Without it the pattern's refusal stands, and names the way out.
+    const std::string why = perf::optionsProblem(c, parse({"--native", "0", "-g", "1"}));
+    EXPECT_NE(why.find("-g 1: not supported by"), std::string::npos) << why;
+    EXPECT_NE(why.find("--native 1"), std::string::npos) << why;
+  }
+  for (Coll c : {Coll::AllReduce, Coll::AllGather, Coll::Broadcast, Coll::Reduce,
+                 Coll::ReduceScatter, Coll::AllToAll, Coll::SendRecv, Coll::HyperCube}) {
+    const std::string why = perf::optionsProblem(c, native);
+    EXPECT_NE(why.find("--native 1: not supported by " + std::string(perf::collName(c))),
+              std::string::npos)
+        << why;
+    EXPECT_EQ(perf::optionsProblem(c, parse({"--native", "0"})), "") << perf::collName(c);
+  }
 }
 
 TEST(PerfProblems, HypercubeNeedsAPowerOfTwo) {

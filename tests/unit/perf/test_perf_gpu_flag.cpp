@@ -58,6 +58,15 @@ TEST(PerfGpuFlag, RefusedAtOnceWithoutADevice) {
       EXPECT_EQ(o.output.find("collCommInitFromEnv"), std::string::npos) << o.output;
     }
   }
+  // gather_perf and scatter_perf with --native 1 take -g 1 (one library call) and meet
+  // the same device check as the others.
+  for (const char* name : {"gather_perf", "scatter_perf"}) {
+    const Outcome o =
+        runCommand("env -u COLL_RANK -u COLL_SIZE " + tool(name) + " --native 1 -g 1");
+    EXPECT_EQ(o.status, 2) << name << ": " << o.output;
+    EXPECT_NE(o.output.find(expect), std::string::npos) << name << ": " << o.output;
+    EXPECT_EQ(o.output.find("not supported by"), std::string::npos) << name << ": " << o.output;
+  }
 }
 
 // -g 0 is the default (host buffers): still accepted everywhere.
@@ -84,6 +93,10 @@ TEST(PerfGpuFlag, DeviceBuffersInSeveralProcesses) {
   for (const char* name : kTools)
     expectClean(name, runCommand(std::string(COLLECTIVERUN) + " -np 2 " + tool(name) +
                                  " -g 1 -b 8 -e 1M -f 4 -n 3 -w 1 -d all -o all"));
+  for (const char* name : {"gather_perf", "scatter_perf"})
+    expectClean(std::string(name) + " --native 1",
+                runCommand(std::string(COLLECTIVERUN) + " -np 2 " + tool(name) +
+                           " --native 1 -g 1 -b 8 -e 1M -f 4 -n 3 -w 1 -d all -r all"));
   for (const char* name : {"all_reduce_perf", "reduce_scatter_perf", "all_gather_perf"})
     expectClean(std::string(name) + " -np 4",
                 runCommand(std::string(COLLECTIVERUN) + " -np 4 " + tool(name) +

@@ -1,21 +1,24 @@
 #!/bin/bash
-# Same-run comparison of all-gather, reduce-scatter and broadcast (and all-reduce) with
-# Open MPI's matching call on the same sizes: our *_perf tool under collectiverun, then
-# perf/peers/mpi_allreduce_bench --coll under mpirun, float data, identical size and
-# busbw conventions. Prints busbw of both and the ratio, with a verdict against
-# --target (default 1.5x) at every size measured. MPI_Bcast has one buffer, so broadcast
-# is compared with our in-place column (root's buffer is the data, as in MPI); the
-# others with our out-of-place column, as MPI's calls are out of place. For the 2-rank
-# all-gather it also prints the ratios the memory allows at all for each way of moving
-# the bytes (allgather_floor), measured in the same run.
+# Same-run comparison of all-gather, reduce-scatter and broadcast (and all-reduce, reduce,
+# alltoall, gather, scatter) with Open MPI's matching call on the same sizes: our *_perf
+# tool under collectiverun, then perf/peers/mpi_allreduce_bench --coll under mpirun, float
+# data, identical size and busbw conventions, root 0. Prints busbw of both and the ratio,
+# with a verdict against --target (default 1.5x) at every size measured. gather_perf and
+# scatter_perf run with --native 1 (collGather/collScatter, as MPI_Gather/MPI_Scatter are
+# one call). MPI_Bcast has one buffer, so broadcast is compared with our in-place column
+# (root's buffer is the data, as in MPI); the others with our out-of-place column, as
+# MPI's calls are out of place. For the 2-rank all-gather it also prints the ratios the
+# memory allows at all for each way of moving the bytes (allgather_floor), measured in
+# the same run.
 # --register runs our tools with -R 1: their buffers come from collMemAlloc, which
 # same-host peers map (Open MPI's buffers stay plain malloc memory).
 #
 # usage: perf/compare_collectives.sh BUILD_DIR [--np N] [--tcp] [--register] [--target X]
 #                                    [--colls "all_gather reduce_scatter broadcast"]
+#                                    (also all_reduce reduce alltoall gather scatter)
 #                                    [sweep flags, default -b 64M -e 64M]
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 build=$(cd "$1" && pwd); shift
 np=2; tcp=0; target=1.5; colls="all_gather reduce_scatter broadcast"; sweep=(); ours=()
 while [ $# -gt 0 ]; do
@@ -53,14 +56,20 @@ echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "%-15s %12s | %10s %10s | %10s %10s | %6s\n" coll "size(B)" "ours GB/s" "ours us" "ompi GB/s" "ompi us" "bw x"
 missed=0
 for coll in $colls; do
+  native=()
   case $coll in
     all_reduce) mpicoll=allreduce ;;
     all_gather) mpicoll=allgather ;;
     reduce_scatter) mpicoll=reducescatter ;;
     broadcast) mpicoll=bcast ;;
-    *) echo "compare_collectives.sh: unknown collective $coll" >&2; exit 2 ;;
+    reduce | alltoall) mpicoll=$coll ;;
+    gather | scatter) mpicoll=$coll; native=(--native 1) ;;
+    *) echo "compare_collectives.sh: unknown collective $coll" \
+         "(all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter)" >&2
+       exit 2 ;;
   esac
-  "${envs[@]}" "$launcher" -np "$np" "$build/perf/${coll}_perf" "${sweep[@]}" "${ours[@]}" >"$out/ours.log" 2>&1 ||
+  "${envs[@]}" "$launcher" -np "$np" "$build/perf/${coll}_perf" "${sweep[@]}" "${ours[@]}" "${native[@]}" \
+    >"$out/ours.log" 2>&1 ||
     { echo "# ${coll}_perf failed:" >&2; tail -5 "$out/ours.log" >&2; exit 1; }
   mpirun --allow-run-as-root --oversubscribe -np "$np" "${mpiflags[@]}" "$mpibench" --coll "$mpicoll" \
     "${sweep[@]}" >"$out/ompi.log" 2>&1 ||

@@ -1,7 +1,9 @@
-// The MPI peer of all_reduce_perf: the same size sweep, float data, the same timing rule
-// (per-iteration average, max over ranks) and the same table, so that the two can be
-// compared size by size. --coll picks MPI_Allreduce (default), MPI_Allgather, MPI_Bcast
-// or MPI_Reduce_scatter_block; the rest are all_reduce_perf's flags.
+// The MPI peer of the *_perf tools: the same size sweep, float data, the same counts
+// (perf::countsFor), timing rule (per-iteration average, max over ranks), data check and
+// table, so that the two can be compared size by size. --coll picks MPI_Allreduce
+// (default), MPI_Allgather, MPI_Bcast, MPI_Reduce_scatter_block, MPI_Reduce,
+// MPI_Alltoall, MPI_Gather or MPI_Scatter; the rest are the *_perf tools' flags (-r
+// names the root of the rooted calls; -r all is refused).
 //   mpirun -np 2 mpi_allreduce_bench -b 8 -e 64M -f 4 [--coll allgather]
 // Only the C API is used; skip the deprecated C++ bindings and their warnings.
 #define OMPI_SKIP_MPICXX 1
@@ -38,23 +40,37 @@ struct Bench {
   const char* mpiName = "MPI_Allreduce";
   perf::Options opts;
   int rank = 0, nranks = 1;
+  int root = 0;  // -r, for the rooted calls
   Buffer send, recv;
 
   void call(const perf::Counts& k) {
     int count = static_cast<int>(k.paramCount);
+    const MPI_Comm w = MPI_COMM_WORLD;
     switch (coll) {
       case perf::Coll::AllGather:
-        MPI_Allgather(send.get(), count, MPI_FLOAT, recv.get(), count, MPI_FLOAT, MPI_COMM_WORLD);
+        MPI_Allgather(send.get(), count, MPI_FLOAT, recv.get(), count, MPI_FLOAT, w);
         break;
       case perf::Coll::Broadcast:
-        MPI_Bcast(recv.get(), count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        MPI_Bcast(recv.get(), count, MPI_FLOAT, root, w);
         break;
       case perf::Coll::ReduceScatter:
-        MPI_Reduce_scatter_block(send.get(), recv.get(), count, MPI_FLOAT, MPI_SUM,
-                                 MPI_COMM_WORLD);
+        MPI_Reduce_scatter_block(send.get(), recv.get(), count, MPI_FLOAT, MPI_SUM, w);
+        break;
+      case perf::Coll::Reduce:
+        MPI_Reduce(send.get(), recv.get(), count, MPI_FLOAT, MPI_SUM, root, w);
+        break;
+      // count is per peer (perf::countsFor), as MPI's send and receive counts are.
+      case perf::Coll::AllToAll:
+        MPI_Alltoall(send.get(), count, MPI_FLOAT, recv.get(), count, MPI_FLOAT, w);
+        break;
+      case perf::Coll::Gather:
+        MPI_Gather(send.get(), count, MPI_FLOAT, recv.get(), count, MPI_FLOAT, root, w);
+        break;
+      case perf::Coll::Scatter:
+        MPI_Scatter(send.get(), count, MPI_FLOAT, recv.get(), count, MPI_FLOAT, root, w);
         break;
       default:
-        MPI_Allreduce(send.get(), recv.get(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(send.get(), recv.get(), count, MPI_FLOAT, MPI_SUM, w);
     }
   }
 
@@ -62,7 +78,7 @@ struct Bench {
     perf::fillInput(send.get(), k.sendCount, p, rank);
     std::memset(recv.get(), 0xFF, k.recvCount * sizeof(float));
     // MPI_Bcast works in one buffer: the root's input goes there.
-    if (coll == perf::Coll::Broadcast && rank == 0)
+    if (coll == perf::Coll::Broadcast && rank == root)
       std::memcpy(recv.get(), send.get(), k.sendCount * sizeof(float));
   }
 
@@ -82,13 +98,16 @@ struct Bench {
     if (opts.check) {
       prepare(k, p);
       call(k);
-      wrong = static_cast<long long>(perf::countWrong(coll, p, k, nranks, rank, 0, recv.get()));
+      // Reduce and gather: only the root's output is defined (and checked).
+      wrong = static_cast<long long>(perf::countWrong(coll, p, k, nranks, rank, root, recv.get()));
       MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
     }
     if (rank == 0) {
-      perf::printPeerRow(k.printedCount() * sizeof(float), k.printedCount(), "float",
+      // As the *_perf tools: size is the larger buffer, count the count of the call (per
+      // rank or per peer for the split collectives).
+      perf::printPeerRow(k.printedCount() * sizeof(float), k.paramCount, "float",
                          perf::collHasOp(coll) ? "sum" : "none",
-                         perf::collHasRoot(coll) ? 0 : -1, us,
+                         perf::collHasRoot(coll) ? root : -1, us,
                          perf::busBwFactor(coll, nranks), wrong);
     }
     return wrong;
@@ -105,8 +124,14 @@ bool pickCollective(std::vector<std::string>& args, Bench& b, std::string* err) 
     else if (v == "bcast") b.coll = perf::Coll::Broadcast, b.mpiName = "MPI_Bcast";
     else if (v == "reducescatter")
       b.coll = perf::Coll::ReduceScatter, b.mpiName = "MPI_Reduce_scatter_block";
+    else if (v == "reduce") b.coll = perf::Coll::Reduce, b.mpiName = "MPI_Reduce";
+    else if (v == "alltoall") b.coll = perf::Coll::AllToAll, b.mpiName = "MPI_Alltoall";
+    else if (v == "gather") b.coll = perf::Coll::Gather, b.mpiName = "MPI_Gather";
+    else if (v == "scatter") b.coll = perf::Coll::Scatter, b.mpiName = "MPI_Scatter";
     else {
-      *err = "invalid value '" + v + "' for --coll (allreduce allgather bcast reducescatter)";
+      *err = "invalid value '" + v +
+             "' for --coll (allreduce allgather bcast reducescatter reduce alltoall gather"
+             " scatter)";
       return false;
     }
     args.erase(args.begin() + static_cast<long>(i), args.begin() + static_cast<long>(i) + 2);
@@ -127,6 +152,13 @@ int main(int argc, char** argv) {
   try {
     if (!pickCollective(args, b, &err)) throw perf::UsageError(err);
     b.opts = perf::parseArgs(args);
+    // One root per run, and a rank of this job (every rank refuses alike).
+    if (b.opts.allRoots) throw perf::UsageError("-r all: one root per run here");
+    if (b.opts.root >= b.nranks) {
+      throw perf::UsageError("-r " + std::to_string(b.opts.root) + " is not a rank of " +
+                             std::to_string(b.nranks));
+    }
+    b.root = b.opts.root;
   } catch (const perf::UsageError& e) {
     if (b.rank == 0) std::fprintf(stderr, "mpi_allreduce_bench: %s\n", e.what());
     MPI_Finalize();

@@ -18,7 +18,7 @@
 #                                    (also all_reduce reduce alltoall gather scatter)
 #                                    [sweep flags, default -b 64M -e 64M]
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 build=$(cd "$1" && pwd); shift
 np=2; tcp=0; target=1.5; colls="all_gather reduce_scatter broadcast"; sweep=(); ours=()
 while [ $# -gt 0 ]; do

@@ -127,6 +127,12 @@ collResult_t collHvdWait(collHvdHandle_t handle);
  * bytes (bytes must equal its size). */
 collResult_t collHvdOutputShape(collHvdHandle_t handle, int* ndim, int64_t* shape);
 collResult_t collHvdOutputCopy(collHvdHandle_t handle, void* dst, size_t bytes);
+/* Instead of a copy: hands the output's memory (host outputs only) to the caller. *data
+ * stays valid until collHvdOutputFree(*data), before or after collHvdRelease; the engine
+ * never touches it again. Once per handle. A zero-byte output gives *data = NULL. */
+collResult_t collHvdOutputTake(collHvdHandle_t handle, void** data);
+/* Frees memory from collHvdOutputTake (NULL: nothing to do); anything else is refused. */
+collResult_t collHvdOutputFree(void* data);
 /* alltoall: rows received from each rank (n must be the process set's size). */
 collResult_t collHvdReceivedSplits(collHvdHandle_t handle, int64_t* splits, int n);
 /* Forgets the handle and frees its output. An unfinished operation still completes; the

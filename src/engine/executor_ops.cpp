@@ -1,5 +1,7 @@
 // Allgather, alltoall and reducescatter: one tensor at a time, outputs sized by the
 // negotiation (every rank's first dimension and splits are known from the response).
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +12,21 @@
 #include "engine/fusion_copy.hpp"
 
 namespace coll::engine {
+namespace {
+
+// Fresh memory for an output the engine makes. A large one is aligned to and advised as
+// huge pages: the collective then faults in a page per 2 MiB instead of per 4 KiB, which
+// for a 128 MiB all-gather output is most of the time its first touch would take.
+void* allocateHostOutput(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  if (bytes < kHuge) return std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+  const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = std::aligned_alloc(kHuge, rounded);
+  if (p) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without huge pages it still works
+  return p;
+}
+
+}  // namespace
 
 void* Executor::allocateOutput(Entry& e, std::vector<int64_t> shape) {
   collective::hvd::Tensor spec;
@@ -24,7 +41,7 @@ void* Executor::allocateOutput(Entry& e, std::vector<int64_t> shape) {
       COLL_THROW(collInvalidArgument, "tensor '", e.meta.name, "': the output allocator returned "
                  "null for ", bytes, " bytes");
   } else {
-    void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+    void* p = allocateHostOutput(bytes);
     if (!p) COLL_THROW(collSystemError, "tensor '", e.meta.name, "': cannot allocate ", bytes, " bytes");
     out.storage = std::shared_ptr<void>(p, std::free);
     spec.data = p;

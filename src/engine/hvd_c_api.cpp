@@ -5,6 +5,7 @@
 #include "collective/hvd.h"
 
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <string>
@@ -37,12 +38,15 @@ const char* kindName(Kind k) {
 struct Entry {
   hvd::Handle handle;
   Kind kind;
+  bool taken = false;  // collHvdOutputTake gave the output's memory away
 };
 
 struct HandleTable {
   std::mutex mu;
   std::unordered_map<int64_t, Entry> entries;
   int64_t next = 1;
+  // Outputs handed over by collHvdOutputTake, by address, until collHvdOutputFree.
+  std::unordered_map<const void*, std::shared_ptr<void>> taken;
 };
 
 HandleTable& table() {
@@ -368,6 +372,42 @@ COLL_EXPORT collResult_t collHvdReceivedSplits(collHvdHandle_t handle, int64_t* 
               got.size(), " ranks");
     HVD_CHECK(n == 0 || splits, call, ": splits is NULL");
     for (int i = 0; i < n; ++i) splits[i] = got[static_cast<size_t>(i)];
+  });
+}
+
+COLL_EXPORT collResult_t collHvdOutputTake(collHvdHandle_t handle, void** data) {
+  constexpr const char* call = "collHvdOutputTake";
+  return guarded(call, [&] {
+    HVD_OUT(data, call);
+    *data = nullptr;
+    const Entry e = lookup(handle, call);
+    const hvd::Output& out = finishedOutput(e, handle, call);
+    if (out.tensor.device.type != hvd::DeviceType::CPU)
+      COLL_THROW(collInvalidUsage, call, ": the output is in device memory");
+    if (out.tensor.byte_size() == 0) return;  // nothing to hand over: *data stays NULL
+    if (!out.storage)
+      COLL_THROW(collInternalError, call, ": handle ", handle, "'s output has no storage");
+    auto& t = table();
+    std::lock_guard<std::mutex> lk(t.mu);
+    auto it = t.entries.find(handle);
+    if (it == t.entries.end())
+      COLL_THROW(collInvalidArgument, call, ": unknown handle ", handle, " (released meanwhile)");
+    if (it->second.taken)
+      COLL_THROW(collInvalidUsage, call, ": handle ", handle, "'s output was taken already");
+    it->second.taken = true;
+    t.taken.emplace(out.storage.get(), out.storage);
+    *data = out.storage.get();
+  });
+}
+
+COLL_EXPORT collResult_t collHvdOutputFree(void* data) {
+  return guarded("collHvdOutputFree", [&] {
+    if (!data) return;
+    auto& t = table();
+    std::lock_guard<std::mutex> lk(t.mu);
+    if (t.taken.erase(data) == 0)
+      COLL_THROW(collInvalidArgument, "collHvdOutputFree: ", data,
+                 " is not an output collHvdOutputTake handed over (or it was freed already)");
   });
 }
 

@@ -127,6 +127,9 @@ static void testBroadcastGather(int rank, int size) {
   int64_t dims[COLL_HVD_MAX_DIMS];
   expectError(collHvdOutputShape(h, &ndim, dims), collInvalidUsage, "broadcast",
               "output shape of a broadcast");
+  void* none = (void*)&ndim;
+  expectError(collHvdOutputTake(h, &none), collInvalidUsage, "broadcast", "take of a broadcast");
+  EXPECT(none == NULL, "a refused take leaves *data %p", none);
   OK(collHvdRelease(h));
 
   /* Allgather: rank r gives r + 1 rows of 3. */
@@ -149,7 +152,21 @@ static void testBroadcastGather(int rank, int size) {
   EXPECT(bad == 0, "%d wrong gathered values", bad);
   expectError(collHvdReceivedSplits(h, dims, size), collInvalidUsage, "alltoall",
               "received splits of an allgather");
+  /* Taking the output instead: the same bytes, valid after the release until freed. */
+  void* taken = NULL;
+  expectError(collHvdOutputTake(h, NULL), collInvalidArgument, "data", "take into NULL");
+  OK(collHvdOutputTake(h, &taken));
+  EXPECT(taken != NULL, "no output taken");
+  void* again = NULL;
+  expectError(collHvdOutputTake(h, &again), collInvalidUsage, "taken already", "second take");
+  EXPECT(again == NULL, "a refused take gave %p", again);
   OK(collHvdRelease(h));
+  EXPECT(taken && memcmp(taken, all, (size_t)total * 3 * sizeof(int32_t)) == 0,
+         "the taken output differs from the copy");
+  OK(collHvdOutputFree(taken));
+  expectError(collHvdOutputFree(taken), collInvalidArgument, "not an output", "double free");
+  expectError(collHvdOutputFree(all), collInvalidArgument, "not an output", "free of foreign memory");
+  OK(collHvdOutputFree(NULL));
   free(all);
 
   /* Alltoall: rank r sends j + 1 rows (of 2) to rank j; it receives r + 1 from each. */

@@ -74,6 +74,8 @@ _SIGNATURES = {
     "collHvdWait": (_R, [ctypes.c_int64]),
     "collHvdOutputShape": (_R, [ctypes.c_int64, _c_int_p, _c_int64_p]),
     "collHvdOutputCopy": (_R, [ctypes.c_int64, ctypes.c_void_p, ctypes.c_size_t]),
+    "collHvdOutputTake": (_R, [ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p)]),
+    "collHvdOutputFree": (_R, [ctypes.c_void_p]),
     "collHvdReceivedSplits": (_R, [ctypes.c_int64, _c_int64_p, ctypes.c_int]),
     "collHvdRelease": (_R, [ctypes.c_int64]),
     "collHvdBarrier": (_R, [ctypes.c_int]),

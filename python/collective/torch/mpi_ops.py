@@ -440,14 +440,32 @@ def poll(handle):
     return bool(done.value)
 
 
+def _adopt(address, nbytes, dtype, shape):
+    """A tensor over engine memory from collHvdOutputTake, without a copy: torch keeps the
+    buffer object alive as long as any view of the tensor's storage, and the object frees
+    the memory when it goes."""
+    # Defaults bind what __del__ needs, so it still works while the interpreter exits.
+    array = type("_EngineOutput", (ctypes.c_uint8 * nbytes,),
+                 {"__del__": lambda self, free=lib.collHvdOutputFree, at=ctypes.addressof:
+                  free(at(self))})
+    return torch.frombuffer(array.from_address(address), dtype=torch.uint8).view(dtype).view(shape)
+
+
 def _engine_output(handle, pending):
     ndim = ctypes.c_int()
     shape = (ctypes.c_int64 * _lib.COLL_HVD_MAX_DIMS)()
     check(lib.collHvdOutputShape(handle, ctypes.byref(ndim), shape), "synchronize")
-    out = torch.empty([shape[i] for i in range(ndim.value)], dtype=pending.dtype,
-                      device=pending.device)
-    nbytes = out.numel() * out.element_size()
-    check(lib.collHvdOutputCopy(handle, ctypes.c_void_p(out.data_ptr()), nbytes), "synchronize")
+    dims = [shape[i] for i in range(ndim.value)]
+    # The engine makes these outputs in host memory; the tensor takes it over as it is.
+    data = ctypes.c_void_p()
+    check(lib.collHvdOutputTake(handle, ctypes.byref(data)), "synchronize")
+    if data.value:
+        nbytes = torch.Size(dims).numel() * torch.empty(0, dtype=pending.dtype).element_size()
+        out = _adopt(data.value, nbytes, pending.dtype, dims)
+    else:
+        out = torch.empty(dims, dtype=pending.dtype)
+    if pending.device.type != "cpu":
+        out = out.to(pending.device)
     if pending.kind == _ALLTOALL and pending.set_size:
         splits = (ctypes.c_int64 * pending.set_size)()
         check(lib.collHvdReceivedSplits(handle, splits, pending.set_size), "synchronize")

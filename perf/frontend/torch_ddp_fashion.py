@@ -13,7 +13,6 @@ import gzip
 import json
 import math
 import os
-import socket
 import struct
 import sys
 import time
@@ -24,6 +23,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
+
+from ports import free_port
 
 MEAN, STD = 0.2860, 0.3530  # the frontend's normalisation
 
@@ -120,12 +121,6 @@ def worker(rank, args, port):
                   "final_test_accuracy": accuracy[-1]}
         print("RESULT " + json.dumps(result), flush=True)
     dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():

@@ -21,11 +21,12 @@ This script is also the per-rank worker ('--worker').
 """
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import time
+
+from ports import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -113,12 +114,6 @@ def worker(args):
                 print(f"RESULT {op} {elems * 4} {a:.1f} {b:.1f}", flush=True)
     dist.destroy_process_group()
     hvd.shutdown()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():

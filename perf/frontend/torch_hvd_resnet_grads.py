@@ -14,11 +14,12 @@ This script is also the per-rank worker of the collective.torch run ('--worker')
 """
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import time
+
+from ports import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -52,12 +53,6 @@ def worker(args):
     if hvd.rank() == 0:
         print(f"RESULT collective_torch_async161_ms {statistics.median(times) * 1e3:.3f}", flush=True)
     hvd.shutdown()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def results(text):

@@ -37,10 +37,13 @@ export LSAN_OPTIONS=suppressions=$supp/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=suppressions=$supp/tsan.supp:halt_on_error=0:exitcode=66
 run() { meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 1 --timeout-multiplier 4 "$@"; }
+# Every test but the python suite: a sanitizer runtime must be loaded first, so it cannot
+# come into /usr/bin/python3 with the library through ctypes ("cannot allocate memory in
+# static TLS block"). The C interface those tests drive is covered by hvd-c-api-*.
+mapfile -t all < <(meson test -C "$dir" --no-rebuild --list 2>/dev/null | sed -n 's/^[^ ]* \/ //p' | grep -v '^python-')
 if [ "$kind" = address ] && [ $# -eq 0 ]; then
   # Open MPI's components keep memory to the end and are unloaded before the leak check,
   # so no suppression can name them: the mpirun test goes without the leak check.
-  mapfile -t all < <(meson test -C "$dir" --no-rebuild --list 2>/dev/null | sed -n 's/^[^ ]* \/ //p')
   rest=()
   for t in "${all[@]}"; do [ "$t" = collectives-mpirun-np3 ] || rest+=("$t"); done
   rc=0
@@ -51,7 +54,7 @@ fi
 if [ "$kind" = thread ] && [ $# -eq 0 ]; then
   # In-process ranks pick shared memory; the collective tests run once more over TCP.
   rc=0
-  run || rc=$?
+  run "${all[@]}" || rc=$?
   COLL_TRANSPORT=tcp run collectives-matrix collectives-errors collectives-api collectives-failures \
     collectives-wait || rc=$?
   exit $rc

@@ -93,6 +93,15 @@ def _check_inplace(tensor, what, name):
                          "(call .contiguous() and use the out-of-place form)")
 
 
+def _input(tensor, what, name, process_set):
+    """The checks every out-of-place form starts with; returns the engine's name for the
+    call and a contiguous view of the input that autograd does not track."""
+    _require_init(what)
+    n = _name(name, what, process_set)
+    _check_tensor(tensor, what, n)
+    return n, tensor.detach().contiguous()
+
+
 def _view(tensor, keep):
     """A collHvdTensor_t over a contiguous tensor; the shape array goes into `keep`."""
     shape = (ctypes.c_int64 * max(tensor.dim(), 1))(*tensor.shape)
@@ -172,11 +181,8 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                     compression=Compression.none):
     """Starts an all-reduce into a new tensor; synchronize(handle) returns it."""
     what = "allreduce"
-    _require_init(what)
-    n = _name(name, what, process_set)
-    _check_tensor(tensor, what, n)
+    n, src = _input(tensor, what, name, process_set)
     op = _op(average, op, what)
-    src = tensor.detach().contiguous()
     out = torch.empty(src.shape, dtype=src.dtype, device=src.device)
     return _allreduce_async(src, out, out, n, op, prescale_factor, postscale_factor,
                             compression, process_set, what, name is not None)
@@ -293,10 +299,7 @@ def _root(root_rank, what):
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts a broadcast of root_rank's tensor (rank within the process set) into a new tensor."""
     what = "broadcast"
-    _require_init(what)
-    n = _name(name, what, process_set)
-    _check_tensor(tensor, what, n)
-    src = tensor.detach().contiguous()
+    n, src = _input(tensor, what, name, process_set)
     out = torch.empty(src.shape, dtype=src.dtype, device=src.device)
     keep = [src, out]
     h = _submit(lib.collHvdBroadcastAsync, ctypes.byref(_view(src, keep)),
@@ -337,10 +340,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts an all-gather: the output stacks every rank's tensor along the first
     dimension, which may differ per rank (the others must match)."""
     what = "allgather"
-    _require_init(what)
-    n = _name(name, what, process_set)
-    _check_tensor(tensor, what, n)
-    src = tensor.detach().contiguous()
+    n, src = _input(tensor, what, name, process_set)
     keep = [src]
     h = _submit(lib.collHvdAllgatherAsync, ctypes.byref(_view(src, keep)), n.encode(),
                 _ps(process_set, what))
@@ -360,10 +360,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     dimension split evenly). synchronize() returns (output, received_splits) when splits
     were given, else the output alone."""
     what = "alltoall"
-    _require_init(what)
-    n = _name(name, what, process_set)
-    _check_tensor(tensor, what, n)
-    src = tensor.detach().contiguous()
+    n, src = _input(tensor, what, name, process_set)
     keep = [src]
     if splits is None:
         csplits, nsplits = None, 0
@@ -405,11 +402,8 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     """Starts a reduce-scatter: the reduction over ranks, of which this rank keeps its
     share of the first dimension (the first `dim0 % size` ranks get one more row)."""
     what = "reducescatter"
-    _require_init(what)
-    n = _name(name, what, process_set)
-    _check_tensor(tensor, what, n)
+    n, src = _input(tensor, what, name, process_set)
     op = _op(None, op, what)
-    src = tensor.detach().contiguous()
     keep = [src]
     h = _submit(lib.collHvdReducescatterAsync, ctypes.byref(_view(src, keep)), n.encode(), op,
                 _scale(prescale_factor, what, "prescale_factor"),

@@ -8,6 +8,11 @@
 //       bf16, int8, topk) against the uncompressed engine run.
 //   engine_bench small [--count N] [--bytes B] [--iters N]
 //       N tensors of B bytes: N blocking collAllReduce calls vs the engine.
+//   engine_bench latency [--bytes B] [--iters N]
+//       One blocking call at a time, as a training script's hvd.allreduce(small): the
+//       median and 90th percentile of N engine all-reduces of B bytes, then of N plain
+//       collAllReduce calls (what the engine's own round costs on top). Run it next to a
+//       busy process to see the cost of waking threads on a loaded machine.
 //   engine_bench raw [--bytes B] [--iters N]
 //       The collectives the engine builds on, alone: all-reduce of B bytes, all-to-all and
 //       all-gather moving the same bytes per rank (to read the other results against).
@@ -81,7 +86,8 @@ Args parse(int argc, char** argv) {
     else if (o == "--density") a.density = atof(val().c_str());
     else usage(("unknown option " + o).c_str());
   }
-  if (a.mode != "resnet" && a.mode != "small" && a.mode != "raw") usage("mode must be resnet, small or raw");
+  if (a.mode != "resnet" && a.mode != "small" && a.mode != "raw" && a.mode != "latency")
+    usage("mode must be resnet, small, latency or raw");
   return a;
 }
 
@@ -297,6 +303,45 @@ void runSmall(collComm_t comm, const Args& a, int rank, int size) {
   ctx->shutdown();
 }
 
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5))];
+}
+
+void runLatency(collComm_t comm, const Args& a, int rank, int size) {
+  size_t n = a.bytes / 4;
+  std::vector<float> buf(n);
+  std::vector<double> eng, raw;
+  size_t wrong = 0;
+  const int total = a.warmup + a.iters;
+  // The plain calls first: the engine's thread owns the communicator from from_comm on.
+  for (int i = 0; i < total; ++i) {
+    auto t0 = Clock::now();
+    check(collAllReduce(buf.data(), buf.data(), n, collFloat32, collSum, comm, nullptr), "collAllReduce");
+    if (i >= a.warmup) raw.push_back(seconds(t0, Clock::now()));
+  }
+  auto ctx = hvd::Context::from_comm(comm);
+  for (int i = 0; i < total; ++i) {
+    std::fill(buf.begin(), buf.end(), static_cast<float>(rank + i));
+    hvd::Tensor t{buf.data(), collFloat32, {static_cast<int64_t>(n)}};
+    auto t0 = Clock::now();
+    hvd::synchronize(ctx->allreduce_async(t, t, "latency", {.op = hvd::ReduceOp::Sum}));
+    if (i >= a.warmup) eng.push_back(seconds(t0, Clock::now()));
+    const float want = static_cast<float>(size) * i + static_cast<float>(size) * (size - 1) / 2;
+    wrong += std::count_if(buf.begin(), buf.end(), [&](float x) { return x != want; });
+  }
+  if (rank == 0) {
+    printf("%zu bytes, %d ranks, one blocking call at a time, %d calls: engine median %.1f us (p90 %.1f), "
+           "collAllReduce median %.1f us (p90 %.1f)\n",
+           a.bytes, size, a.iters, median(eng) * 1e6, percentile(eng, 0.9) * 1e6, median(raw) * 1e6,
+           percentile(raw, 0.9) * 1e6);
+    printf("# wrong values: %zu %s\n", wrong, wrong ? "FAIL" : "OK");
+    printf("RESULT latency_engine_us %.1f\nRESULT latency_raw_us %.1f\n", median(eng) * 1e6, median(raw) * 1e6);
+  }
+  ctx->shutdown();
+  if (wrong) exit(1);
+}
+
 void runRaw(collComm_t comm, const Args& a, int rank, int size) {
   size_t n = a.bytes / 4;
   std::vector<float> send(n, 1.0f), recv(n * size);
@@ -328,6 +373,7 @@ int main(int argc, char** argv) {
   try {
     if (a.mode == "resnet") runResnet(comm, a, rank, size);
     else if (a.mode == "raw") runRaw(comm, a, rank, size);
+    else if (a.mode == "latency") runLatency(comm, a, rank, size);
     else runSmall(comm, a, rank, size);
   } catch (const hvd::Error& e) {
     fprintf(stderr, "engine_bench rank %d: %s\n", rank, e.what());

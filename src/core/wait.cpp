@@ -3,14 +3,52 @@
 #include <sched.h>
 #include <time.h>
 
+#include <atomic>
+#include <chrono>
 #include <climits>
 
 #include "core/config.hpp"
+#include "core/error.hpp"
 
 namespace coll {
 
 COLL_PARAM(kSpinCount, "COLL_SPIN_COUNT", "2000", "idle polls spent spinning before a waiter yields");
 COLL_PARAM(kMaxSleepUs, "COLL_WAIT_MAX_SLEEP_US", "200", "longest sleep of an idle waiter, in microseconds");
+COLL_PARAM(kLateYieldUs, "COLL_WAIT_LATE_YIELD_US", "500",
+           "a sched_yield that returns later than this (another process held the CPU) turns yielding off in this process for 1 s: waiters then sleep in the kernel instead; 0 never turns it off");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int64_t kYieldsOffNs = 1'000'000'000;  // how long one late yield turns them off
+std::atomic<int64_t> lateYieldNs{500'000};
+std::atomic<int64_t> yieldsOffUntil{0};  // steady clock, ns; 0: never turned off
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+bool Backoff::yieldsHelp() {
+  const int64_t until = yieldsOffUntil.load(std::memory_order_relaxed);
+  return until == 0 || nowNs() >= until;
+}
+
+void Backoff::noteYield(int64_t tookNs) {
+  const int64_t late = lateYieldNs.load(std::memory_order_relaxed);
+  if (late > 0 && tookNs > late) yieldsOffUntil.store(nowNs() + kYieldsOffNs, std::memory_order_relaxed);
+}
+
+void Backoff::setLateYieldUs(int64_t us) { lateYieldNs.store(us > 0 ? us * 1000 : 0, std::memory_order_relaxed); }
+
+void Backoff::resetYields() { yieldsOffUntil.store(0, std::memory_order_relaxed); }
+
+void Backoff::yieldTimed() {
+  const int64_t t0 = nowNs();
+  sched_yield();
+  noteYield(nowNs() - t0);
+}
 
 Deadline::Deadline(double seconds) {
   if (seconds <= 0 || seconds > 1e9) seconds = 1e9;
@@ -31,7 +69,11 @@ int Deadline::remainingMs() const {
 }
 
 Backoff::Backoff(const Config& cfg)
-    : Backoff(static_cast<int>(cfg.getInt(kSpinCount)), static_cast<int>(cfg.getInt(kMaxSleepUs))) {}
+    : Backoff(static_cast<int>(cfg.getInt(kSpinCount)), static_cast<int>(cfg.getInt(kMaxSleepUs))) {
+  const int64_t late = cfg.getInt(kLateYieldUs);
+  COLL_CHECK_ARG(late >= 0, kLateYieldUs, "=", late, " must not be negative");
+  setLateYieldUs(late);
+}
 
 void Backoff::idle() {
   ++n_;
@@ -41,8 +83,10 @@ void Backoff::idle() {
     // it runs at once, instead of after our whole spin; otherwise sched_yield returns
     // at once. Without it two ranks on two cores sometimes shared one for tens of ms,
     // every operation then costing a whole spin.
-    if ((n_ & (kYieldEvery - 1)) == 0) {
-      sched_yield();
+    // Every kYieldEvery-th poll reads the clock (yieldsHelp) and maybe yields; the
+    // other polls cost nothing more than before.
+    if ((n_ & (kYieldEvery - 1)) == 0 && yieldsHelp()) {
+      yieldTimed();
       return;
     }
 #if defined(__x86_64__) || defined(__i386__)
@@ -54,9 +98,12 @@ void Backoff::idle() {
 #endif
     return;
   }
-  if (n_ <= spin_ + 64) {
-    sched_yield();
-    return;
+  if (n_ <= spin_ + kYields) {
+    if (yieldsHelp()) {
+      yieldTimed();
+      return;
+    }
+    n_ = spin_ + kYields + 1;  // yields are off: straight on to blocking (shouldBlock) or sleeping
   }
   --n_;  // nextSleepUs counts this call
   struct timespec ts = {0, static_cast<long>(nextSleepUs()) * 1000};

@@ -3,6 +3,14 @@
 // Up to 8 ranks share 2 cores in tests, so a waiter must not burn a core it does not
 // own: it spins briefly (cheap when the peer has its own core), then yields, then
 // sleeps with a growing interval capped at COLL_WAIT_MAX_SLEEP_US.
+//
+// Yielding only pays when what runs instead is another rank that soon yields back. Next
+// to a process that computes (a data loader, a compiler) a yield hands it the CPU until
+// the scheduler's next tick, milliseconds, while our peer, also yielding, waits behind
+// it the same way. So every yield is timed; one that comes back later than
+// COLL_WAIT_LATE_YIELD_US turns yielding off in the whole process for a second: waiters
+// then spin and go straight to sleeping in the kernel (futex, poll), from which the
+// data's arrival wakes them at once, ahead of the busy process.
 #pragma once
 
 #include <chrono>
@@ -38,7 +46,16 @@ class Backoff {
   // How many consecutive idle calls so far.
   int idleCount() const { return n_; }
   // Past the spinning and yielding phases: a waiter may block (poll, futex) instead.
-  bool shouldBlock() const { return n_ > spin_ + 64; }
+  bool shouldBlock() const { return n_ > spin_ + kYields; }
+  static constexpr int kYields = 64;  // sched_yield calls between spinning and blocking
+  // Whether yields are on in this process now (off for a while after a late one).
+  static bool yieldsHelp();
+  // Records how long a yield took; exposed for tests.
+  static void noteYield(int64_t tookNs);
+  // The late-yield threshold (COLL_WAIT_LATE_YIELD_US; 0: yields are never turned off).
+  static void setLateYieldUs(int64_t us);
+  // Turns yields back on now (tests).
+  static void resetYields();
   // How long one blocking wait may last, in microseconds.
   int maxSleepUs() const { return maxSleepUs_; }
   // Counts an idle call like idle() and returns the sleep it would take (growing the
@@ -48,6 +65,8 @@ class Backoff {
   int spinCount() const { return spin_; }
 
  private:
+  void yieldTimed();
+
   int spin_;
   int maxSleepUs_;
   int n_ = 0;

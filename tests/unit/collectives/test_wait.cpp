@@ -12,6 +12,8 @@ namespace coll {
 namespace {
 
 TEST(Backoff, SpinsYieldsThenSleepsDoublingToTheCap) {
+  Backoff::resetYields();
+  Backoff::setLateYieldUs(0);  // a slow yield on a busy machine must not change the schedule
   Backoff b(10, 50);
   for (int i = 0; i < 10 + 64; ++i) {
     EXPECT_FALSE(b.shouldBlock()) << "call " << i;
@@ -31,6 +33,48 @@ TEST(Backoff, SpinsYieldsThenSleepsDoublingToTheCap) {
   b.reset();
   EXPECT_EQ(b.idleCount(), 0);
   EXPECT_FALSE(b.shouldBlock());
+  Backoff::setLateYieldUs(500);
+}
+
+// A late yield (another process held the CPU) turns yielding off: the waiter goes from
+// spinning straight to blocking, skipping the 64 yields; a fast one changes nothing, and
+// so does a late one when the threshold is 0.
+TEST(Backoff, ALateYieldSendsWaitersStraightToBlocking) {
+  Backoff::resetYields();
+  Backoff::setLateYieldUs(500);
+  Backoff::noteYield(400'000);  // 400 us: a peer that yielded back
+  EXPECT_TRUE(Backoff::yieldsHelp());
+  Backoff::setLateYieldUs(0);
+  Backoff::noteYield(50'000'000);
+  EXPECT_TRUE(Backoff::yieldsHelp()) << "COLL_WAIT_LATE_YIELD_US=0 keeps yields on";
+
+  Backoff::setLateYieldUs(500);
+  Backoff::noteYield(4'000'000);  // 4 ms: a scheduler tick behind a busy process
+  EXPECT_FALSE(Backoff::yieldsHelp());
+  Backoff b(10, 50);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_FALSE(b.shouldBlock()) << "call " << i;
+    b.idle();
+  }
+  EXPECT_FALSE(b.shouldBlock());
+  b.idle();  // would have been the first of 64 yields
+  EXPECT_TRUE(b.shouldBlock());
+  // Yields come back on by themselves (after 1 s) or here by hand; the next waiter yields.
+  Backoff::resetYields();
+  EXPECT_TRUE(Backoff::yieldsHelp());
+  Backoff c(0, 50);
+  c.idle();
+  EXPECT_FALSE(c.shouldBlock());
+  Backoff::setLateYieldUs(500);
+}
+
+TEST(Backoff, YieldsComeBackOnAfterASecond) {
+  Backoff::resetYields();
+  Backoff::setLateYieldUs(500);
+  Backoff::noteYield(4'000'000);
+  EXPECT_FALSE(Backoff::yieldsHelp());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_TRUE(Backoff::yieldsHelp());
 }
 
 TEST(Deadline, ExpiresAndReportsWhatIsLeft) {

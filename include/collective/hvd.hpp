@@ -183,6 +183,9 @@ struct Stats {
   uint64_t cycle_time_us = 0;
   uint64_t fusion_chunk = 0;
   bool autotune_done = false;      // COLL_AUTOTUNE settled on its final values
+  // Of the cycles, those run in the thread of a caller waiting on its results rather than
+  // in the engine's own thread (COLL_ENGINE_CALLER_ROUNDS).
+  uint64_t caller_rounds = 0;
 };
 
 class ContextImpl;

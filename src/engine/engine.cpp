@@ -3,9 +3,11 @@
 #include "engine/engine.hpp"
 
 #include <algorithm>
+#include <thread>
 
 #include "core/config.hpp"
 #include "core/error.hpp"
+#include "core/handles.hpp"
 #include "core/log.hpp"
 
 namespace coll::engine {
@@ -24,6 +26,7 @@ COLL_PARAM(kAutotuneLog, "COLL_AUTOTUNE_LOG", "", "engine: CSV file where rank 0
 COLL_PARAM(kAutotuneWarmup, "COLL_AUTOTUNE_WARMUP_SAMPLES", "3", "engine: autotune samples at the starting values that are not scored");
 COLL_PARAM(kAutotuneSteps, "COLL_AUTOTUNE_STEPS_PER_SAMPLE", "10", "engine: rounds with work in one autotune sample");
 COLL_PARAM(kAutotuneMax, "COLL_AUTOTUNE_MAX_SAMPLES", "15", "engine: scored autotune samples at most, then the best one's parameters stay");
+COLL_PARAM(kCallerRounds, "COLL_ENGINE_CALLER_ROUNDS", "1", "engine: 1 lets a caller that waits on its results (synchronize, a blocking call) run the engine's rounds in its own thread while no other thread runs one; 0 leaves every round to the engine's thread");
 COLL_PARAM(kShutdownTimeout, "COLL_SHUTDOWN_TIMEOUT", "60", "engine: seconds shutdown waits for the round that stops the engine on every rank");
 
 // A wait of this many seconds goes through std::chrono::wait_for, whose conversion to the
@@ -65,6 +68,9 @@ EngineParams EngineParams::fromConfig(const Config& cfg) {
   a.fixed[static_cast<int>(Knob::FusionThreshold)] = cfg.isSet(kFusionThreshold);
   a.fixed[static_cast<int>(Knob::CycleTime)] = cfg.isSet(kCycleTime);
   a.fixed[static_cast<int>(Knob::FusionChunk)] = cfg.isSet(kFusionChunk);
+  int64_t caller = cfg.getInt(kCallerRounds);
+  COLL_CHECK_ARG(caller == 0 || caller == 1, kCallerRounds, "=", caller, " must be 0 or 1");
+  p.callerRounds = caller == 1;
   return p;
 }
 
@@ -97,13 +103,15 @@ Engine::Engine(std::unique_ptr<Collectives> c, const EngineParams& p, Timeline* 
 Engine::~Engine() {
   {
     std::lock_guard<std::mutex> lk(nudgeTarget_->mu);
-    nudgeTarget_->engine = nullptr;
+    nudgeTarget_->engine = nullptr;  // no caller starts driving from now on
   }
   try {
     shutdown();
   } catch (const std::exception& e) {
     COLL_WARN("engine of process set %d: shutdown failed: %s", processSet_, e.what());
   }
+  // Callers already inside driveOnce see the engine stopped and leave.
+  while (drivers_.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
 
 double Engine::now() const {
@@ -130,6 +138,53 @@ void Engine::attachNudge(Entry& e) {
     std::lock_guard<std::mutex> lk(t->mu);
     if (t->engine) t->engine->nudge();
   };
+  if (!p_.callerRounds) return;
+  e.handle->drive = [t = nudgeTarget_] {
+    Engine* eng;
+    {
+      std::lock_guard<std::mutex> lk(t->mu);
+      eng = t->engine;
+      if (!eng) return false;
+      ++eng->drivers_;  // before t->mu is released: the destructor waits for it
+    }
+    const Drive d = eng->driveOnce();
+    --eng->drivers_;  // eng may be gone from here on
+    return d == Drive::Ran;
+  };
+}
+
+Engine::Drive Engine::driveOnce() {
+  if (dead_ || stopped_) return Drive::Stopped;
+  // The engine's own thread already holds roundMu_ in a round; a thread inside a group
+  // would add the round's collectives to its group.
+  if (std::this_thread::get_id() == thread_.get_id() || groupActive()) return Drive::Busy;
+  std::unique_lock<std::mutex> lk(roundMu_, std::try_to_lock);
+  if (!lk.owns_lock()) return Drive::Busy;
+  if (dead_) return Drive::Stopped;
+  LogRankScope scope(rank_);
+  ++counters_.callerRounds;
+  const bool alive = runRound();
+  lastDriven_ = Clock::now().time_since_epoch().count();
+  if (!alive) {
+    lk.unlock();
+    nudge();  // the engine's thread leaves its loop now rather than at its next tick
+    return Drive::Stopped;
+  }
+  return Drive::Ran;
+}
+
+bool Engine::runRound() {
+  try {
+    if (!cycle()) dead_ = true;
+  } catch (const Error& e) {
+    COLL_WARN("engine of process set %d stopped: %s", processSet_, e.what());
+    failAll(e.code(), strCat("engine of process set ", processSet_, " stopped: ", e.what()));
+    dead_ = true;
+  } catch (const std::exception& e) {
+    failAll(collInternalError, strCat("engine of process set ", processSet_, " stopped: ", e.what()));
+    dead_ = true;
+  }
+  return !dead_;
 }
 
 void Engine::submitAll(std::vector<EntryPtr> entries) {
@@ -158,7 +213,10 @@ void Engine::loop() {
   auto next = Clock::now();
   try {
     for (;;) {
-      if (!cycle()) break;
+      {
+        std::lock_guard<std::mutex> round(roundMu_);
+        if (dead_ || !runRound()) break;
+      }
       // Read after the round: it may have switched to a tuned cycle time.
       auto busyPeriod = std::chrono::duration<double, std::milli>(cycleMs_);
       auto idlePeriod = std::chrono::duration<double, std::milli>(std::max(cycleMs_, p_.idleCycleMs));
@@ -188,16 +246,30 @@ void Engine::loop() {
       } else {
         next = t;  // a long round: do not try to catch up with a burst of rounds
       }
+      // Callers ran rounds lately (driveOnce): leave the rounds to them until they have
+      // not for a cycle. A round of ours would hold roundMu_ waiting in the control
+      // all-reduce until every other rank ran its next round, which would then pair with
+      // ours, and a caller arriving meanwhile would wait behind it.
+      if (!hurry) {
+        for (;;) {
+          const auto quietUntil = Clock::time_point(Clock::duration(lastDriven_.load())) +
+                                  std::chrono::duration_cast<Clock::duration>(busyPeriod);
+          std::unique_lock<std::mutex> lk(mu_);
+          if (forceStop_ || dead_ || nudged_ || Clock::now() >= quietUntil) break;
+          cv_.wait_until(lk, quietUntil, [&] { return forceStop_.load() || dead_.load() || nudged_; });
+        }
+        next = std::max(next, Clock::now());
+      }
       if (forceStop_) {
+        std::lock_guard<std::mutex> round(roundMu_);
         failAll(collInvalidUsage, strCat("engine of process set ", processSet_,
                                          " stopped before every rank shut down"));
         break;
       }
     }
-  } catch (const Error& e) {
-    COLL_WARN("engine of process set %d stopped: %s", processSet_, e.what());
-    failAll(e.code(), strCat("engine of process set ", processSet_, " stopped: ", e.what()));
   } catch (const std::exception& e) {
+    // Only the waiting above can throw here (runRound handles the round's failures).
+    std::lock_guard<std::mutex> round(roundMu_);
     failAll(collInternalError, strCat("engine of process set ", processSet_, " stopped: ", e.what()));
   }
   {
@@ -235,6 +307,7 @@ collective::hvd::Stats Engine::stats() const {
   s.cycle_time_us = counters_.cycleUs;
   s.fusion_chunk = counters_.fusionChunk;
   s.autotune_done = counters_.autotuneDone != 0;
+  s.caller_rounds = counters_.callerRounds;
   return s;
 }
 

@@ -49,6 +49,9 @@ struct EngineParams {
   bool autotune = false;
   std::string autotuneLog;  // COLL_AUTOTUNE_LOG: CSV of the samples ("": none)
   AutotuneSettings autotuneSettings;
+  // COLL_ENGINE_CALLER_ROUNDS: a caller that waits on its handle runs the rounds itself
+  // while no other thread runs one (no hand-off to the engine's thread and back).
+  bool callerRounds = true;
   static EngineParams fromConfig(const Config& cfg);
 };
 
@@ -69,6 +72,14 @@ class Engine {
   void submitAll(std::vector<EntryPtr> entries);
   // Runs the next round now rather than at the next cycle tick (a caller is waiting).
   void nudge();
+  // Runs one round in the calling thread, unless another thread is running one (or the
+  // caller must not: the engine's own thread, a thread inside collGroupStart/End): a
+  // caller that waits on its results drives the engine itself, without waking the
+  // engine's thread and being woken by it in turn, two hand-offs that each wait for the
+  // scheduler. Rounds still pair up one to one across ranks through the control
+  // all-reduce, whichever thread runs them.
+  enum class Drive { Ran, Busy, Stopped };
+  Drive driveOnce();
   // Stops the engine on every member of the process set at its next round: operations
   // still pending there fail, and later submits are refused. Returns once this rank's
   // engine has stopped (or after shutdownTimeoutSeconds, stopping this rank alone).
@@ -86,6 +97,8 @@ class Engine {
     EntryPtr entry;  // null on a joined rank
   };
   void loop();
+  // One round with its failure handling, under roundMu_; false once the engine stopped.
+  bool runRound();
   bool cycle();
   void intake(double now);
   LocalControl buildControl(double now);
@@ -157,6 +170,14 @@ class Engine {
   };
   std::shared_ptr<NudgeTarget> nudgeTarget_ = std::make_shared<NudgeTarget>();
   void attachNudge(Entry& e);
+  // Held for a whole round by whichever thread runs it (ours or a waiting caller's): the
+  // engine's tables are touched only under it.
+  std::mutex roundMu_;
+  std::atomic<bool> dead_{false};  // a round ended the engine; the loop exits
+  std::atomic<int> drivers_{0};    // callers inside driveOnce (the destructor waits them out)
+  // When a caller last ran a round (steady clock ticks): the engine's thread keeps out of
+  // the way for a cycle after it (loop).
+  std::atomic<Clock::rep> lastDriven_{0};
   std::atomic<bool> stopped_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;

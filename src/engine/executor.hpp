@@ -20,6 +20,7 @@ namespace coll::engine {
 struct EngineCounters {
   std::atomic<uint64_t> cycles{0}, cacheHits{0}, negotiated{0}, collectives{0}, fusedTensors{0},
       stallWarnings{0}, directBytes{0};
+  std::atomic<uint64_t> callerRounds{0};  // rounds run by waiting callers (Engine::driveOnce)
   // The values in effect (tuned ones when COLL_AUTOTUNE is on), the same on every rank.
   std::atomic<uint64_t> fusionThreshold{0}, cycleUs{0}, fusionChunk{0}, autotuneDone{0};
 };

@@ -1,5 +1,6 @@
 #include "engine/handle_state.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/error.hpp"
@@ -26,11 +27,19 @@ bool HandleState::isDone() {
 }
 
 void HandleState::wait() {
-  if (nudge && !isDone()) nudge();  // outside mu: the engine completes handles under its own locks
+  const auto start = std::chrono::steady_clock::now();
+  auto left = [&] {
+    return std::chrono::duration<double>(timeoutSeconds) -
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start);
+  };
+  // Outside mu: the engine completes handles under its own locks.
+  if (drive)
+    while (!isDone() && (timeoutSeconds <= 0 || left().count() > 0) && drive()) {
+    }
+  if (nudge && !isDone()) nudge();
   std::unique_lock<std::mutex> lk(mu);
   if (timeoutSeconds > 0) {
-    auto limit = std::chrono::duration<double>(timeoutSeconds);
-    if (!cv.wait_for(lk, limit, [&] { return done; }))
+    if (!cv.wait_for(lk, std::max(left(), std::chrono::duration<double>(0)), [&] { return done; }))
       throw Error(collTimeout, coll::strCat("synchronize: operation not finished after ",
                                             timeoutSeconds, " s (COLL_SYNCHRONIZE_TIMEOUT)"));
   } else {

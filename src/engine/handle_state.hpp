@@ -34,6 +34,10 @@ struct HandleState {
   // blocks on its results starts the engine's next round now instead of at the next
   // COLL_CYCLE_TIME tick (nothing more is coming from a caller that waits).
   std::function<void()> nudge;
+  // Set with nudge: runs one engine round in the waiting thread; false when it could not
+  // (another thread is running one, or the engine stopped), and wait() then sleeps until
+  // the engine's thread finishes the work.
+  std::function<bool()> drive;
 
   // Results beyond success, set by the engine before finish().
   Output output;

@@ -218,8 +218,9 @@ void Engine::loop() {
         if (dead_ || !runRound()) break;
       }
       // Read after the round: it may have switched to a tuned cycle time.
-      auto busyPeriod = std::chrono::duration<double, std::milli>(cycleMs_);
-      auto idlePeriod = std::chrono::duration<double, std::milli>(std::max(cycleMs_, p_.idleCycleMs));
+      const double cycleMs = cycleMs_;
+      auto busyPeriod = std::chrono::duration<double, std::milli>(cycleMs);
+      auto idlePeriod = std::chrono::duration<double, std::milli>(std::max(cycleMs, p_.idleCycleMs));
       // Every rank counts the same idle rounds (from the reduced decision), so all slow
       // down and speed up together.
       next += std::chrono::duration_cast<Clock::duration>(idleRounds_ >= kIdleRounds ? idlePeriod : busyPeriod);

@@ -148,8 +148,10 @@ class Engine {
   size_t controlRounds_ = 0;
   uint8_t proposedDirectLog2() const;
   static constexpr uint64_t kIdleRounds = 32;
-  uint64_t idleRounds_ = 0;  // consecutive rounds in which no rank was busy
-  double cycleMs_ = 1.0;     // p_.cycleMs, or the tuned value
+  // Written in rounds, read by the engine's thread between them (rounds may run in a
+  // caller's thread): atomic.
+  std::atomic<uint64_t> idleRounds_{0};  // consecutive rounds in which no rank was busy
+  std::atomic<double> cycleMs_{1.0};  // p_.cycleMs, or the tuned value
   // The coordinator's tuner (rank 0 of process set 0 with COLL_AUTOTUNE=1) and its log.
   std::unique_ptr<Autotuner> tuner_;
   struct CloseFile {

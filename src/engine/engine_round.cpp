@@ -169,7 +169,7 @@ bool Engine::cycle() {
     failAll(collTimeout, strCat("engine of process set ", processSet_, " shut down: ", why));
     return false;
   }
-  idleRounds_ = d.anyBusy ? 0 : idleRounds_ + 1;
+  idleRounds_ = d.anyBusy ? 0 : idleRounds_.load() + 1;
   std::vector<Ready> ready;
   try {
     collectReady(d, t, ready);

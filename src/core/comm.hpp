@@ -72,6 +72,7 @@ class Comm {
   struct HotParams {
     int spinCount = 2000;
     int maxSleepUs = 200;
+    bool adaptYields = true;  // false where the job's own ranks oversubscribe the CPUs
     size_t chunkBytes = 512 << 10;
     int depth = 4;
   };

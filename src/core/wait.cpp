@@ -15,7 +15,7 @@ namespace coll {
 COLL_PARAM(kSpinCount, "COLL_SPIN_COUNT", "2000", "idle polls spent spinning before a waiter yields");
 COLL_PARAM(kMaxSleepUs, "COLL_WAIT_MAX_SLEEP_US", "200", "longest sleep of an idle waiter, in microseconds");
 COLL_PARAM(kLateYieldUs, "COLL_WAIT_LATE_YIELD_US", "500",
-           "a sched_yield that returns later than this (another process held the CPU) turns yielding off in this process for 1 s: waiters then sleep in the kernel instead; 0 never turns it off");
+           "two sched_yield calls in a row that return later than this (another process held the CPU) turn yielding off in this process for 1 s: waiters then sleep in the kernel instead; 0 never turns it off");
 
 namespace {
 
@@ -23,6 +23,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int64_t kYieldsOffNs = 1'000'000'000;  // how long one late yield turns them off
 std::atomic<int64_t> lateYieldNs{500'000};
 std::atomic<int64_t> yieldsOffUntil{0};  // steady clock, ns; 0: never turned off
+std::atomic<int> lateInARow{0};
 
 int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
@@ -37,14 +38,30 @@ bool Backoff::yieldsHelp() {
 
 void Backoff::noteYield(int64_t tookNs) {
   const int64_t late = lateYieldNs.load(std::memory_order_relaxed);
-  if (late > 0 && tookNs > late) yieldsOffUntil.store(nowNs() + kYieldsOffNs, std::memory_order_relaxed);
+  if (late <= 0 || tookNs <= late) {
+    lateInARow.store(0, std::memory_order_relaxed);
+    return;
+  }
+  // One late yield can be bad luck (a kernel thread, a peer's long copy); next to a busy
+  // process every yield is late.
+  if (lateInARow.fetch_add(1, std::memory_order_relaxed) + 1 >= 2) {
+    lateInARow.store(0, std::memory_order_relaxed);
+    yieldsOffUntil.store(nowNs() + kYieldsOffNs, std::memory_order_relaxed);
+  }
 }
 
 void Backoff::setLateYieldUs(int64_t us) { lateYieldNs.store(us > 0 ? us * 1000 : 0, std::memory_order_relaxed); }
 
-void Backoff::resetYields() { yieldsOffUntil.store(0, std::memory_order_relaxed); }
+void Backoff::resetYields() {
+  yieldsOffUntil.store(0, std::memory_order_relaxed);
+  lateInARow.store(0, std::memory_order_relaxed);
+}
 
 void Backoff::yieldTimed() {
+  if (!adapt_) {
+    sched_yield();
+    return;
+  }
   const int64_t t0 = nowNs();
   sched_yield();
   noteYield(nowNs() - t0);
@@ -85,7 +102,7 @@ void Backoff::idle() {
     // every operation then costing a whole spin.
     // Every kYieldEvery-th poll reads the clock (yieldsHelp) and maybe yields; the
     // other polls cost nothing more than before.
-    if ((n_ & (kYieldEvery - 1)) == 0 && yieldsHelp()) {
+    if ((n_ & (kYieldEvery - 1)) == 0 && yieldNow()) {
       yieldTimed();
       return;
     }
@@ -99,7 +116,7 @@ void Backoff::idle() {
     return;
   }
   if (n_ <= spin_ + kYields) {
-    if (yieldsHelp()) {
+    if (yieldNow()) {
       yieldTimed();
       return;
     }

@@ -7,10 +7,13 @@
 // Yielding only pays when what runs instead is another rank that soon yields back. Next
 // to a process that computes (a data loader, a compiler) a yield hands it the CPU until
 // the scheduler's next tick, milliseconds, while our peer, also yielding, waits behind
-// it the same way. So every yield is timed; one that comes back later than
-// COLL_WAIT_LATE_YIELD_US turns yielding off in the whole process for a second: waiters
+// it the same way. So every yield is timed; two in a row that come back later than
+// COLL_WAIT_LATE_YIELD_US turn yielding off in the whole process for a second: waiters
 // then spin and go straight to sleeping in the kernel (futex, poll), from which the
-// data's arrival wakes them at once, ahead of the busy process.
+// data's arrival wakes them at once, ahead of the busy process. Not where the job's own
+// ranks outnumber the CPUs (Comm clears HotParams::adaptYields): there yielding is how
+// the ranks take turns, and one may keep the CPU for a tick now and then (late yields
+// of 0.2-4 ms between 4 ranks on 2 cores) with no other process around.
 #pragma once
 
 #include <chrono>
@@ -37,7 +40,8 @@ class Backoff {
  public:
   static constexpr int kYieldEvery = 32;  // spins between two sched_yield calls (power of 2)
   static constexpr int kTightSpins = 128;  // first spins without a pause between polls
-  Backoff(int spinCount = 2000, int maxSleepUs = 200) : spin_(spinCount), maxSleepUs_(maxSleepUs) {}
+  Backoff(int spinCount = 2000, int maxSleepUs = 200, bool adaptYields = true)
+      : spin_(spinCount), maxSleepUs_(maxSleepUs), adapt_(adaptYields) {}
   explicit Backoff(const Config& cfg);
   // Call after a progress attempt that moved nothing.
   void idle();
@@ -48,9 +52,10 @@ class Backoff {
   // Past the spinning and yielding phases: a waiter may block (poll, futex) instead.
   bool shouldBlock() const { return n_ > spin_ + kYields; }
   static constexpr int kYields = 64;  // sched_yield calls between spinning and blocking
-  // Whether yields are on in this process now (off for a while after a late one).
+  // Whether yields are on in this process now (off for a while after late ones).
   static bool yieldsHelp();
-  // Records how long a yield took; exposed for tests.
+  // Records how long a yield took (the second late one in a row turns yields off);
+  // exposed for tests.
   static void noteYield(int64_t tookNs);
   // The late-yield threshold (COLL_WAIT_LATE_YIELD_US; 0: yields are never turned off).
   static void setLateYieldUs(int64_t us);
@@ -66,9 +71,11 @@ class Backoff {
 
  private:
   void yieldTimed();
+  bool yieldNow() const { return !adapt_ || yieldsHelp(); }
 
   int spin_;
   int maxSleepUs_;
+  bool adapt_;
   int n_ = 0;
   int sleepUs_ = 1;
 };

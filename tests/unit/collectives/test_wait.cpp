@@ -50,6 +50,11 @@ TEST(Backoff, ALateYieldSendsWaitersStraightToBlocking) {
 
   Backoff::setLateYieldUs(500);
   Backoff::noteYield(4'000'000);  // 4 ms: a scheduler tick behind a busy process
+  EXPECT_TRUE(Backoff::yieldsHelp()) << "one late yield may be bad luck";
+  Backoff::noteYield(100'000);    // a fast one in between starts the count again
+  Backoff::noteYield(4'000'000);
+  EXPECT_TRUE(Backoff::yieldsHelp());
+  Backoff::noteYield(4'000'000);  // the second in a row
   EXPECT_FALSE(Backoff::yieldsHelp());
   Backoff b(10, 50);
   for (int i = 0; i < 10; ++i) {
@@ -65,12 +70,21 @@ TEST(Backoff, ALateYieldSendsWaitersStraightToBlocking) {
   Backoff c(0, 50);
   c.idle();
   EXPECT_FALSE(c.shouldBlock());
+  // Where the job's ranks outnumber the CPUs (adaptYields false) yields stay on.
+  Backoff::noteYield(4'000'000);
+  Backoff::noteYield(4'000'000);
+  EXPECT_FALSE(Backoff::yieldsHelp());
+  Backoff d(0, 50, /*adaptYields=*/false);
+  d.idle();
+  EXPECT_FALSE(d.shouldBlock()) << "an oversubscribed job's waiter still yields";
+  Backoff::resetYields();
   Backoff::setLateYieldUs(500);
 }
 
 TEST(Backoff, YieldsComeBackOnAfterASecond) {
   Backoff::resetYields();
   Backoff::setLateYieldUs(500);
+  Backoff::noteYield(4'000'000);
   Backoff::noteYield(4'000'000);
   EXPECT_FALSE(Backoff::yieldsHelp());
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));

@@ -10,6 +10,7 @@
 #include "core/comm.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/types.hpp"
 #include "tuning/cost_model.hpp"
 #include "tuning/tuner_plugin.hpp"
@@ -110,19 +111,41 @@ std::vector<Candidate> Selector::candidates(const Comm& comm, const OpArgs& args
   return out;
 }
 
+// Every field of the key moves every bit of the slot index. (The index once came from
+// the count's bits alone: calls of one count that differ in type, reduction or root, such
+// as a float64 max and a uint64 min of one element, took the same slot in turn, so each
+// ran the cost model again and filled the store, after which nothing new was cached.)
+size_t Selector::choiceSlot(const OpArgs& args) {
+  auto mix = [](uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+  };
+  uint64_t h = mix(args.count);
+  h = mix(h ^ (static_cast<uint64_t>(args.kind) | static_cast<uint64_t>(args.dtype) << 8 |
+               static_cast<uint64_t>(args.op) << 16 | static_cast<uint64_t>(static_cast<uint32_t>(args.root)) << 32));
+  return static_cast<size_t>(h % kChoiceSlots);
+}
+
+size_t Selector::choicesPriced() const {
+  std::lock_guard<std::mutex> lock(choiceMu_);
+  return choiceStore_.size();
+}
+
 const Algorithm& Selector::select(const Comm& comm, const OpArgs& args) const {
   auto it = forced_.find(args.kind);
   if (it != forced_.end() && it->second->supports(comm, args)) return *it->second;
   if (tuner_) return choose(comm, args);
-  const size_t h = (args.count * 0x9E3779B97F4A7C15ull) ^ (static_cast<size_t>(args.kind) << 8) ^
-                   (static_cast<size_t>(args.dtype) << 16) ^ (static_cast<size_t>(args.op) << 24) ^
-                   static_cast<size_t>(args.root);
-  std::atomic<const CachedChoice*>& slot = choices_[(h ^ (h >> 29)) % kChoiceSlots];
+  std::atomic<const CachedChoice*>& slot = choices_[choiceSlot(args)];
   const CachedChoice* c = slot.load(std::memory_order_acquire);
   if (c && c->kind == args.kind && c->count == args.count && c->dtype == args.dtype && c->op == args.op &&
       c->root == args.root)
     return *c->algo;
   const Algorithm& algo = choose(comm, args);
+  COLL_INFO("selection: %s of %zu bytes (%zu elements) runs %s", opKindName(args.kind), modelBytes(args),
+            args.count, algo.name());
   std::lock_guard<std::mutex> lock(choiceMu_);
   if (choiceStore_.size() < kMaxChoices) {
     choiceStore_.push_back(std::make_unique<CachedChoice>(

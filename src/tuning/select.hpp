@@ -47,6 +47,8 @@ class Selector {
   bool initTuner(const JobTopo& job) const;
   // Unloads the tuner plugin: the cost model alone decides from now on.
   void dropTuner();
+  // How many call shapes the model has priced so far (each is priced once, then cached).
+  size_t choicesPriced() const;
   // What the tuner plugin picks over a fixed grid of calls (every collective it tunes,
   // 1 B to 16 GiB, a few types and operations): per call, the picked algorithm's index
   // in algorithmTable(). Ranks compare these when a communicator forms.
@@ -69,7 +71,8 @@ class Selector {
     int root;
     const Algorithm* algo;
   };
-  static constexpr size_t kChoiceSlots = 64;
+  static constexpr size_t kChoiceSlots = 256;
+  static size_t choiceSlot(const OpArgs& args);
   static constexpr size_t kMaxChoices = 4096;  // distinct shapes cached, at most
   mutable std::array<std::atomic<const CachedChoice*>, kChoiceSlots> choices_{};
   mutable std::mutex choiceMu_;  // guards choiceStore_ (inserts only)

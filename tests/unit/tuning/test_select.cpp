@@ -48,6 +48,41 @@ TEST(Select, ForcedAlgorithmsAndFallback) {
   EXPECT_FALSE(ar.empty());
 }
 
+// Calls of one count that differ only in type, reduction or root (a float64 max and a
+// uint64 min of one element, as a training loop's metrics) are each priced once. They
+// used to share one cache slot, so in turn each priced its shape again, and the store
+// filled up until nothing new was cached.
+TEST(Select, ShapesOfOneCountArePricedOnce) {
+  Job job(2);
+  ASSERT_TRUE(job.ok());
+  const coll::Comm& comm = *coll::liveComm(job.comm(0)).impl;
+  coll::Selector sel(comm.config());
+  struct Shape {
+    coll::OpKind kind;
+    collDataType_t dtype;
+    collRedOp_t op;
+    int root;
+  };
+  const Shape shapes[] = {{coll::OpKind::AllReduce, collUint64, collMin, 0},
+                          {coll::OpKind::AllReduce, collUint64, collMax, 0},
+                          {coll::OpKind::AllReduce, collInt64, collMax, 0},
+                          {coll::OpKind::AllReduce, collFloat64, collMax, 0},
+                          {coll::OpKind::AllReduce, collFloat64, collSum, 0},
+                          {coll::OpKind::Broadcast, collFloat32, collSum, 0},
+                          {coll::OpKind::Broadcast, collFloat32, collSum, 1}};
+  for (int round = 0; round < 50; ++round)
+    for (const Shape& sh : shapes) {
+      coll::OpArgs args;
+      args.kind = sh.kind;
+      args.count = 1;
+      args.dtype = sh.dtype;
+      args.op = sh.op;
+      args.root = sh.root;
+      EXPECT_NE(sel.select(comm, args).name(), nullptr);
+    }
+  EXPECT_EQ(sel.choicesPriced(), std::size(shapes));
+}
+
 // The ranks compare COLL_ALGO by what it forces. "rd,allreduce:hd" and "allreduce:hd,rd"
 // force different all-reduces (the later item wins), yet passed as alike because the
 // comparison sorted the items: one rank ran rd, another hd, and the all-reduce returned

@@ -10,7 +10,7 @@
 namespace coll {
 
 Progress::Progress(Comm& comm, const char* what)
-    : comm_(comm), what_(what), call_(comm.currentCall()), backoff_(comm.hot().spinCount, comm.hot().maxSleepUs, comm.hot().adaptYields) {}
+    : comm_(comm), what_(what), call_(comm.currentCall()), backoff_(comm.hot().spinCount, comm.hot().maxSleepUs, comm.hot().lateYieldsToStop) {}
 
 void Progress::touch(int peer) {
   if (std::find(touchedPeers_.begin(), touchedPeers_.end(), peer) != touchedPeers_.end()) return;

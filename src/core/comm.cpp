@@ -190,14 +190,14 @@ void Comm::discoverTopology() {
   // against 0.07 ms). Unless COLL_SPIN_COUNT is given, such ranks do not spin.
   // Their yields are how the ranks sharing a CPU take turns, and the rank that runs
   // instead may well keep it for a tick now and then (late yields of 0.2-4 ms between 4
-  // ranks on 2 cores): so they keep yielding whatever the yields take (wait.hpp).
+  // ranks on 2 cores): one late yield does not turn yielding off there (wait.hpp).
   std::vector<int> mine;
   const uint64_t kernel = topo_.placement(rank_).kernelId;
   for (int r = 0; r < nranks_; ++r)
     if (kernel ? topo_.placement(r).kernelId == kernel : topo_.hostOf(r) == topo_.hostOf(rank_))
       mine.push_back(r);
   if (oversubscription(subJob(topo_, mine)) > 1.0) {
-    hot_.adaptYields = false;
+    hot_.lateYieldsToStop = 4;
     if (!cfg_.isSet("COLL_SPIN_COUNT")) hot_.spinCount = 0;
   }
 }

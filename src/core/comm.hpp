@@ -72,7 +72,7 @@ class Comm {
   struct HotParams {
     int spinCount = 2000;
     int maxSleepUs = 200;
-    bool adaptYields = true;  // false where the job's own ranks oversubscribe the CPUs
+    int lateYieldsToStop = 1;  // 4 where the job's own ranks oversubscribe the CPUs (wait.hpp)
     size_t chunkBytes = 512 << 10;
     int depth = 4;
   };

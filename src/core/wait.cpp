@@ -15,7 +15,7 @@ namespace coll {
 COLL_PARAM(kSpinCount, "COLL_SPIN_COUNT", "2000", "idle polls spent spinning before a waiter yields");
 COLL_PARAM(kMaxSleepUs, "COLL_WAIT_MAX_SLEEP_US", "200", "longest sleep of an idle waiter, in microseconds");
 COLL_PARAM(kLateYieldUs, "COLL_WAIT_LATE_YIELD_US", "500",
-           "two sched_yield calls in a row that return later than this (another process held the CPU) turn yielding off in this process for 1 s: waiters then sleep in the kernel instead; 0 never turns it off");
+           "a sched_yield that returns later than this (another process held the CPU; 4 in a row where the job's ranks outnumber the CPUs) turns yielding off in this process for 1 s: waiters then sleep in the kernel instead; 0 never turns it off");
 
 namespace {
 
@@ -36,15 +36,13 @@ bool Backoff::yieldsHelp() {
   return until == 0 || nowNs() >= until;
 }
 
-void Backoff::noteYield(int64_t tookNs) {
+void Backoff::noteYield(int64_t tookNs, int lateInARowToStop) {
   const int64_t late = lateYieldNs.load(std::memory_order_relaxed);
   if (late <= 0 || tookNs <= late) {
     lateInARow.store(0, std::memory_order_relaxed);
     return;
   }
-  // One late yield can be bad luck (a kernel thread, a peer's long copy); next to a busy
-  // process every yield is late.
-  if (lateInARow.fetch_add(1, std::memory_order_relaxed) + 1 >= 2) {
+  if (lateInARowToStop > 0 && lateInARow.fetch_add(1, std::memory_order_relaxed) + 1 >= lateInARowToStop) {
     lateInARow.store(0, std::memory_order_relaxed);
     yieldsOffUntil.store(nowNs() + kYieldsOffNs, std::memory_order_relaxed);
   }
@@ -58,13 +56,13 @@ void Backoff::resetYields() {
 }
 
 void Backoff::yieldTimed() {
-  if (!adapt_) {
+  if (lateToStop_ <= 0) {
     sched_yield();
     return;
   }
   const int64_t t0 = nowNs();
   sched_yield();
-  noteYield(nowNs() - t0);
+  noteYield(nowNs() - t0, lateToStop_);
 }
 
 Deadline::Deadline(double seconds) {

@@ -7,13 +7,15 @@
 // Yielding only pays when what runs instead is another rank that soon yields back. Next
 // to a process that computes (a data loader, a compiler) a yield hands it the CPU until
 // the scheduler's next tick, milliseconds, while our peer, also yielding, waits behind
-// it the same way. So every yield is timed; two in a row that come back later than
-// COLL_WAIT_LATE_YIELD_US turn yielding off in the whole process for a second: waiters
+// it the same way. So every yield is timed; one that comes back later than
+// COLL_WAIT_LATE_YIELD_US turns yielding off in the whole process for a second: waiters
 // then spin and go straight to sleeping in the kernel (futex, poll), from which the
-// data's arrival wakes them at once, ahead of the busy process. Not where the job's own
-// ranks outnumber the CPUs (Comm clears HotParams::adaptYields): there yielding is how
-// the ranks take turns, and one may keep the CPU for a tick now and then (late yields
-// of 0.2-4 ms between 4 ranks on 2 cores) with no other process around.
+// data's arrival wakes them at once, ahead of the busy process. Where the job's own
+// ranks outnumber the CPUs it takes 4 late yields in a row (HotParams::lateYieldsToStop):
+// there yielding is how the ranks take turns, one of them keeps the CPU for a tick now
+// and then (late yields of 0.2-4 ms between 4 ranks on 2 cores, the odd one at a time),
+// and sleeping instead made their small messages 10x slower; next to a busy process
+// nearly every yield is late.
 #pragma once
 
 #include <chrono>
@@ -40,8 +42,9 @@ class Backoff {
  public:
   static constexpr int kYieldEvery = 32;  // spins between two sched_yield calls (power of 2)
   static constexpr int kTightSpins = 128;  // first spins without a pause between polls
-  Backoff(int spinCount = 2000, int maxSleepUs = 200, bool adaptYields = true)
-      : spin_(spinCount), maxSleepUs_(maxSleepUs), adapt_(adaptYields) {}
+  // lateYieldsToStop: late yields in a row that turn yields off (0: never).
+  Backoff(int spinCount = 2000, int maxSleepUs = 200, int lateYieldsToStop = 1)
+      : spin_(spinCount), maxSleepUs_(maxSleepUs), lateToStop_(lateYieldsToStop) {}
   explicit Backoff(const Config& cfg);
   // Call after a progress attempt that moved nothing.
   void idle();
@@ -54,9 +57,9 @@ class Backoff {
   static constexpr int kYields = 64;  // sched_yield calls between spinning and blocking
   // Whether yields are on in this process now (off for a while after late ones).
   static bool yieldsHelp();
-  // Records how long a yield took (the second late one in a row turns yields off);
-  // exposed for tests.
-  static void noteYield(int64_t tookNs);
+  // Records how long a yield took; the lateInARow-th late one in a row turns yields off.
+  // Exposed for tests.
+  static void noteYield(int64_t tookNs, int lateInARow = 1);
   // The late-yield threshold (COLL_WAIT_LATE_YIELD_US; 0: yields are never turned off).
   static void setLateYieldUs(int64_t us);
   // Turns yields back on now (tests).
@@ -71,11 +74,11 @@ class Backoff {
 
  private:
   void yieldTimed();
-  bool yieldNow() const { return !adapt_ || yieldsHelp(); }
+  bool yieldNow() const { return lateToStop_ <= 0 || yieldsHelp(); }
 
   int spin_;
   int maxSleepUs_;
-  bool adapt_;
+  int lateToStop_;
   int n_ = 0;
   int sleepUs_ = 1;
 };

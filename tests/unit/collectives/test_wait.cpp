@@ -38,7 +38,8 @@ TEST(Backoff, SpinsYieldsThenSleepsDoublingToTheCap) {
 
 // A late yield (another process held the CPU) turns yielding off: the waiter goes from
 // spinning straight to blocking, skipping the 64 yields; a fast one changes nothing, and
-// so does a late one when the threshold is 0.
+// so does a late one when the threshold is 0. Where the job oversubscribes the CPUs it
+// takes 4 late ones in a row.
 TEST(Backoff, ALateYieldSendsWaitersStraightToBlocking) {
   Backoff::resetYields();
   Backoff::setLateYieldUs(500);
@@ -49,12 +50,15 @@ TEST(Backoff, ALateYieldSendsWaitersStraightToBlocking) {
   EXPECT_TRUE(Backoff::yieldsHelp()) << "COLL_WAIT_LATE_YIELD_US=0 keeps yields on";
 
   Backoff::setLateYieldUs(500);
-  Backoff::noteYield(4'000'000);  // 4 ms: a scheduler tick behind a busy process
-  EXPECT_TRUE(Backoff::yieldsHelp()) << "one late yield may be bad luck";
-  Backoff::noteYield(100'000);    // a fast one in between starts the count again
-  Backoff::noteYield(4'000'000);
+  for (int i = 0; i < 3; ++i) Backoff::noteYield(4'000'000, 4);  // 4 ms: a tick behind a busy process
+  EXPECT_TRUE(Backoff::yieldsHelp()) << "an oversubscribed job's rank may keep the CPU a tick";
+  Backoff::noteYield(100'000, 4);  // a fast one in between starts the count again
+  for (int i = 0; i < 3; ++i) Backoff::noteYield(4'000'000, 4);
   EXPECT_TRUE(Backoff::yieldsHelp());
-  Backoff::noteYield(4'000'000);  // the second in a row
+  Backoff::noteYield(4'000'000, 4);  // the fourth in a row
+  EXPECT_FALSE(Backoff::yieldsHelp());
+  Backoff::resetYields();
+  Backoff::noteYield(4'000'000);  // otherwise one is enough
   EXPECT_FALSE(Backoff::yieldsHelp());
   Backoff b(10, 50);
   for (int i = 0; i < 10; ++i) {
@@ -70,13 +74,12 @@ TEST(Backoff, ALateYieldSendsWaitersStraightToBlocking) {
   Backoff c(0, 50);
   c.idle();
   EXPECT_FALSE(c.shouldBlock());
-  // Where the job's ranks outnumber the CPUs (adaptYields false) yields stay on.
-  Backoff::noteYield(4'000'000);
+  // A waiter that never stops yielding (lateYieldsToStop 0) yields while they are off.
   Backoff::noteYield(4'000'000);
   EXPECT_FALSE(Backoff::yieldsHelp());
-  Backoff d(0, 50, /*adaptYields=*/false);
+  Backoff d(0, 50, /*lateYieldsToStop=*/0);
   d.idle();
-  EXPECT_FALSE(d.shouldBlock()) << "an oversubscribed job's waiter still yields";
+  EXPECT_FALSE(d.shouldBlock()) << "this waiter still yields";
   Backoff::resetYields();
   Backoff::setLateYieldUs(500);
 }
@@ -84,7 +87,6 @@ TEST(Backoff, ALateYieldSendsWaitersStraightToBlocking) {
 TEST(Backoff, YieldsComeBackOnAfterASecond) {
   Backoff::resetYields();
   Backoff::setLateYieldUs(500);
-  Backoff::noteYield(4'000'000);
   Backoff::noteYield(4'000'000);
   EXPECT_FALSE(Backoff::yieldsHelp());
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "collective/hvd.hpp"
+#include "../thread_ranks.hpp"
 
 namespace hvdtest {
 
@@ -26,20 +27,7 @@ class ScopedEnv {
   const char* name_;
 };
 
-inline void onRanks(int n, const std::function<void(int)>& fn) {
-  std::vector<std::thread> ts;
-  std::vector<std::string> errors(n);
-  for (int r = 0; r < n; ++r)
-    ts.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : ts) t.join();
-  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-}
+inline void onRanks(int n, const std::function<void(int)>& fn) { threadranks::run(n, fn); }
 
 // n communicators of one job; fn(rank, comm).
 inline void withComms(int n, const std::function<void(int, collComm_t)>& fn) {

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdio>
 
+#include "../thread_ranks.hpp"
+
 namespace coll::shmtest {
 
 Error driveUntilError(Link* link, const std::vector<Xfer*>& xfers, double timeoutSec) {
@@ -17,20 +19,7 @@ Error driveUntilError(Link* link, const std::vector<Xfer*>& xfers, double timeou
   return Error(collSuccess, "");
 }
 
-void runRanks(int n, const std::function<void(int)>& fn) {
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(n);
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-}
+void runRanks(int n, const std::function<void(int)>& fn) { threadranks::run(n, fn); }
 
 LinkTable connectAll(int n, const Config& cfg, const std::string& tag) {
   auto group = std::make_shared<ThreadGroup>(n);

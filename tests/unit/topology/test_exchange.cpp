@@ -10,6 +10,7 @@
 #include "bootstrap/bootstrap.hpp"
 #include "coll_config.h"
 #include "topology/exchange.hpp"
+#include "../thread_ranks.hpp"
 #include "topo_test_util.hpp"
 
 namespace coll {
@@ -34,20 +35,11 @@ std::vector<JobTopo> runJob(const HostTopo& topo, const std::vector<int>& gpus) 
   int n = static_cast<int>(gpus.size());
   UniqueIdData id = loopbackJob(n);
   std::vector<JobTopo> jobs(n);
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        std::unique_ptr<Bootstrap> b = Bootstrap::connect(id, r, n, 30);
-        jobs[r] = exchangeJobTopo(*b, topo, LinkTable::defaults(), gpus[r]);
-        b->close();
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  threadranks::run(n, [&](int r) {
+    std::unique_ptr<Bootstrap> b = Bootstrap::connect(id, r, n, 30);
+    jobs[r] = exchangeJobTopo(*b, topo, LinkTable::defaults(), gpus[r]);
+    b->close();
+  });
   return jobs;
 }
 

@@ -1,8 +1,9 @@
-// The Open MPI peer benchmark (perf/peers/mpi_allreduce_bench) and the script that runs
-// it beside our tools (perf/compare_collectives.sh), as a user runs them. The peer checks
+// The Open MPI peer benchmark (perf/peers/mpi_allreduce_bench) and the scripts that run
+// it beside our tools (perf/compare_collectives.sh, perf/compare_allreduce.sh), as a user
+// runs them. The peer checks
 // every element of its output like our tools do, so a run passes only with exit 0 and
 // "Out of bounds values : 0 OK"; its refusals are a message and exit status 2. Paths come
-// from meson (MPI_BENCH, COMPARE_SCRIPT, BUILD_DIR). Skipped without mpirun.
+// from meson (MPI_BENCH, COMPARE_SCRIPT, COMPARE_ALLREDUCE, BUILD_DIR). Skipped without mpirun.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -141,4 +142,34 @@ TEST(PerfCompareCollectives, NewCollectives) {
       testshell::run(std::string(COMPARE_SCRIPT) + " " + BUILD_DIR + " --colls gatherv");
   EXPECT_EQ(bad.status, 2) << bad.out;
   EXPECT_NE(bad.out.find("unknown collective gatherv"), std::string::npos) << bad.out;
+}
+
+// The all-reduce targets' script: a table row per size with both libraries' times, and
+// the 8-byte verdict from its own run of --lat-iters calls (the sweep's first size is
+// only quoted beside it); bad --lat-iters is refused.
+TEST(PerfCompareAllreduce, LatencyVerdictFromItsOwnRun) {
+  if (!haveMpirun()) GTEST_SKIP() << "mpirun is not installed";
+  const std::string cmd = std::string(COMPARE_ALLREDUCE) + " " + BUILD_DIR + " --lat-iters 300 -b 8 -e 512 -f 8 -n 5 -w 1";
+  const testshell::Result r = testshell::run(cmd);
+  ASSERT_EQ(r.status, 0) << cmd << ":\n" << r.out;
+  int found = 0;
+  for (const auto& f : rows(r.out)) {
+    // size | ours GB/s ours us %mcpy | ompi GB/s ompi us bw-x t-x | ...
+    ASSERT_GE(f.size(), 10u);
+    ++found;
+    EXPECT_GT(std::stod(f[3]), 0.0) << f[0];  // our time
+    EXPECT_GT(std::stod(f[7]), 0.0) << f[0];  // Open MPI's time
+  }
+  EXPECT_EQ(found, 3) << r.out;  // 8, 64, 512
+  const size_t at = r.out.find("# verdict: 8 B latency ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string verdict = r.out.substr(at, r.out.find('\n', at) - at);
+  EXPECT_NE(verdict.find("own run of 300 calls; first size of the sweep:"), std::string::npos) << verdict;
+  EXPECT_TRUE(verdict.find("PASS") != std::string::npos || verdict.find("FAIL") != std::string::npos) << verdict;
+  EXPECT_NE(r.out.find("running ours_lat:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("-b 8 -e 8 -n 300 -w 16"), std::string::npos) << r.out;
+
+  const testshell::Result bad = testshell::run(std::string(COMPARE_ALLREDUCE) + " " + BUILD_DIR + " --lat-iters many");
+  EXPECT_EQ(bad.status, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--lat-iters takes a count, got 'many'"), std::string::npos) << bad.out;
 }

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -138,6 +140,24 @@ inline double loadValue(const void* buf, size_t i, collDataType_t dt) {
     case collFloat64: return static_cast<const double*>(buf)[i];
     default: return 0;
   }
+}
+
+// Whether element i of got is the reference's element i: the same bits, or for an
+// average of floating-point values within rounding of it.
+inline bool sameValue(const void* got, const void* want, size_t i, collDataType_t dt, collRedOp_t op) {
+  size_t es = collTypeSize(dt);
+  if (memcmp(static_cast<const char*>(got) + i * es, static_cast<const char*>(want) + i * es, es) == 0) return true;
+  if (op != collAvg || !isFloat(dt)) return false;
+  double g = loadValue(got, i, dt), w = loadValue(want, i, dt);
+  double tol = dt == collFloat64 ? 1e-12 : dt == collFloat32 ? 1e-6 : 1e-2;
+  return std::fabs(g - w) <= tol * std::max(1.0, std::fabs(w));
+}
+
+// Fills `count` elements of rank r's contribution, from element offsetElems on.
+inline void fillInput(std::vector<char>& buf, size_t offsetElems, size_t count, collDataType_t dt, collRedOp_t op,
+                 uint32_t seed, int rank) {
+  for (size_t i = 0; i < count; ++i)
+    storeValue(buf.data(), offsetElems + i, dt, static_cast<double>(smallValue(seed, rank, offsetElems + i, op)));
 }
 
 }  // namespace testing_coll

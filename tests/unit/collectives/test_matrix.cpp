@@ -13,22 +13,6 @@ using namespace testing_coll;
 
 namespace {
 
-bool sameValue(const void* got, const void* want, size_t i, collDataType_t dt, collRedOp_t op) {
-  size_t es = collTypeSize(dt);
-  if (memcmp(static_cast<const char*>(got) + i * es, static_cast<const char*>(want) + i * es, es) == 0) return true;
-  if (op != collAvg || !isFloat(dt)) return false;
-  double g = loadValue(got, i, dt), w = loadValue(want, i, dt);
-  double tol = dt == collFloat64 ? 1e-12 : dt == collFloat32 ? 1e-6 : 1e-2;
-  return std::fabs(g - w) <= tol * std::max(1.0, std::fabs(w));
-}
-
-// Fills `count` elements of rank r's contribution.
-void fill(std::vector<char>& buf, size_t offsetElems, size_t count, collDataType_t dt, collRedOp_t op,
-          uint32_t seed, int rank) {
-  for (size_t i = 0; i < count; ++i)
-    storeValue(buf.data(), offsetElems + i, dt, static_cast<double>(smallValue(seed, rank, offsetElems + i, op)));
-}
-
 std::string label(const char* coll, int n, int r, collDataType_t dt, collRedOp_t op, size_t count, bool inPlace) {
   return std::string(coll) + " n=" + std::to_string(n) + " rank=" + std::to_string(r) + " type=" +
          std::to_string(dt) + " op=" + std::to_string(op) + " count=" + std::to_string(count) +
@@ -71,7 +55,7 @@ TEST_P(Matrix, AllCollectives) {
             ++seed;
             // all-reduce
             std::vector<char> in(count * es + 1), out(count * es + 1);
-            fill(in, 0, count, dt, op, seed, r);
+            fillInput(in, 0, count, dt, op, seed, r);
             void* dst = inPlace ? in.data() : out.data();
             if (collAllReduce(in.data(), dst, count, dt, op, comm, nullptr) != collSuccess) {
               fails.add(label("allreduce", n, r, dt, op, count, inPlace) + ": " + collGetLastError(comm));
@@ -84,7 +68,7 @@ TEST_P(Matrix, AllCollectives) {
             }
             // reduce to a root that moves with the count
             int root = static_cast<int>(count % n);
-            fill(in, 0, count, dt, op, seed, r);
+            fillInput(in, 0, count, dt, op, seed, r);
             dst = inPlace ? in.data() : out.data();
             if (collReduce(in.data(), dst, count, dt, op, root, comm, nullptr) != collSuccess) {
               fails.add(label("reduce", n, r, dt, op, count, inPlace) + ": " + collGetLastError(comm));
@@ -93,7 +77,7 @@ TEST_P(Matrix, AllCollectives) {
             if (r == root) checkReduced(fails, label("reduce", n, r, dt, op, count, inPlace), dst, 0, count, dt, op, seed, n);
             // reduce-scatter: rank r's block is elements [r*count, (r+1)*count)
             std::vector<char> rsIn(count * n * es + 1), rsOut(count * es + 1);
-            fill(rsIn, 0, count * n, dt, op, seed, r);
+            fillInput(rsIn, 0, count * n, dt, op, seed, r);
             void* rsDst = inPlace ? rsIn.data() + r * count * es : rsOut.data();
             if (collReduceScatter(rsIn.data(), rsDst, count, dt, op, comm, nullptr) != collSuccess) {
               fails.add(label("reducescatter", n, r, dt, op, count, inPlace) + ": " + collGetLastError(comm));
@@ -105,7 +89,7 @@ TEST_P(Matrix, AllCollectives) {
           // all-gather, broadcast, all-to-all: data movement, checked exactly
           ++seed;
           std::vector<char> ag(count * n * es + 1), mine(count * es + 1);
-          fill(mine, 0, count, dt, collSum, seed, r);
+          fillInput(mine, 0, count, dt, collSum, seed, r);
           const void* agSrc = mine.data();
           if (inPlace) {
             memcpy(ag.data() + r * count * es, mine.data(), count * es);
@@ -117,13 +101,13 @@ TEST_P(Matrix, AllCollectives) {
           }
           for (int p = 0; p < n; ++p) {
             std::vector<char> theirs(count * es + 1);
-            fill(theirs, 0, count, dt, collSum, seed, p);
+            fillInput(theirs, 0, count, dt, collSum, seed, p);
             if (memcmp(theirs.data(), ag.data() + p * count * es, count * es) != 0)
               fails.add(label("allgather", n, r, dt, collSum, count, inPlace) + ": block of rank " + std::to_string(p));
           }
           int root = static_cast<int>((count + 1) % n);
           std::vector<char> bc(count * es + 1), bcOut(count * es + 1);
-          fill(bc, 0, count, dt, collSum, seed, root);
+          fillInput(bc, 0, count, dt, collSum, seed, root);
           std::vector<char> bcWant = bc;
           if (r != root) memset(bc.data(), 0x5a, bc.size());
           void* bcDst = inPlace ? bc.data() : bcOut.data();
@@ -135,7 +119,7 @@ TEST_P(Matrix, AllCollectives) {
             fails.add(label("broadcast", n, r, dt, collSum, count, inPlace) + " root " + std::to_string(root));
           // all-to-all: block p of rank r's input goes to rank p's block r
           std::vector<char> a2a(count * n * es + 1), a2aOut(count * n * es + 1);
-          fill(a2a, 0, count * n, dt, collSum, seed, r);
+          fillInput(a2a, 0, count * n, dt, collSum, seed, r);
           void* a2aDst = inPlace ? a2a.data() : a2aOut.data();
           if (collAllToAll(a2a.data(), a2aDst, count, dt, comm, nullptr) != collSuccess) {
             fails.add(label("alltoall", n, r, dt, collSum, count, inPlace) + ": " + collGetLastError(comm));
@@ -143,7 +127,7 @@ TEST_P(Matrix, AllCollectives) {
           }
           for (int p = 0; p < n; ++p) {
             std::vector<char> theirs(count * n * es + 1);
-            fill(theirs, 0, count * n, dt, collSum, seed, p);
+            fillInput(theirs, 0, count * n, dt, collSum, seed, p);
             if (memcmp(theirs.data() + r * count * es, static_cast<char*>(a2aDst) + p * count * es, count * es) != 0)
               fails.add(label("alltoall", n, r, dt, collSum, count, inPlace) + ": block from rank " + std::to_string(p));
           }
@@ -153,7 +137,7 @@ TEST_P(Matrix, AllCollectives) {
             ++seed;
             const bool isRoot = r == gsRoot;
             std::vector<char> all(count * n * es + 1, 0x5a), blk(count * es + 1, 0x5a);
-            fill(blk, 0, count, dt, collSum, seed, r);
+            fillInput(blk, 0, count, dt, collSum, seed, r);
             const void* gSrc = blk.data();
             if (inPlace && isRoot) {
               memcpy(all.data() + r * count * es, blk.data(), count * es);
@@ -166,14 +150,14 @@ TEST_P(Matrix, AllCollectives) {
             }
             for (int p = 0; isRoot && p < n; ++p) {
               std::vector<char> theirs(count * es + 1);
-              fill(theirs, 0, count, dt, collSum, seed, p);
+              fillInput(theirs, 0, count, dt, collSum, seed, p);
               if (memcmp(theirs.data(), all.data() + p * count * es, count * es) != 0)
                 fails.add(label("gather", n, r, dt, collSum, count, inPlace) + " root " + std::to_string(gsRoot) +
                           ": block of rank " + std::to_string(p));
             }
             // scatter: the root's input holds values of (root, element), block p for rank p
             std::vector<char> want(count * n * es + 1);
-            fill(want, 0, count * n, dt, collSum, seed, gsRoot);
+            fillInput(want, 0, count * n, dt, collSum, seed, gsRoot);
             if (isRoot) all = want;
             memset(blk.data(), 0x5a, blk.size());
             void* sDst = inPlace && isRoot ? all.data() + r * count * es : blk.data();

@@ -1,7 +1,9 @@
 // The whole stack over the InfiniBand backend: communicators whose ranks are threads of
 // this process, COLL_TRANSPORT=net and COLL_NET=ib, with the fake verbs fabric standing in
 // for the NICs. Every collective is checked against a reference on every rank, and a
-// failed completion in the middle of a call must end it on every rank.
+// failed completion in the middle of a call must end it on every rank. The random call
+// sequences of collectives-sequences run here too, and a rank that sends and destroys
+// its communicator at once must still deliver.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,6 +13,7 @@
 #include "collective.h"
 #include "fake_verbs.hpp"
 #include "tests/unit/collectives/harness.hpp"
+#include "tests/unit/collectives/sequences_threads.hpp"
 #include "transport/net/ib/verbs_ops.hpp"
 
 namespace {
@@ -104,5 +107,12 @@ TEST(IbCollectivesFailure, AFailedCompletionEndsTheCallOnEveryRank) {
   }
   EXPECT_TRUE(named) << text[0] << " | " << text[1] << " | " << text[2];
 }
+
+// The random call sequences (tests/unit/collectives/sequences.hpp) over the backend, and
+// a sender that leaves before its receivers post.
+class IbSequences : public IbCollectives {};
+
+TEST_F(IbSequences, FourRanks) { testing_coll::seq::runSequence(4, 6, 200); }
+TEST_F(IbSequences, ARankThatLeftEarlyStillDelivers) { testing_coll::seq::checkLeftEarly(); }
 
 }  // namespace

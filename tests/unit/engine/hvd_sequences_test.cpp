@@ -1,5 +1,6 @@
 // Random rounds of engine calls, as a training step's many tensors: every rank submits
-// the same named operations (allreduce with each reduction, grouped allreduce, allgather
+// the same named operations (allreduce with each reduction, some compressed to fp16 or
+// bf16, grouped allreduce, allgather
 // with a different number of rows per rank, broadcast from any root, alltoall with
 // uneven splits, reducescatter, and allreduces on a process set of some ranks), each rank
 // in its own random order, then waits on them in another. Names repeat from round to
@@ -40,6 +41,7 @@ struct Spec {  // the same on every rank
   int64_t cols;
   int64_t rows;  // allreduce/broadcast/reducescatter: rows of the input
   int root;
+  hvd::Compression compression;  // allreduce of float32 sums and averages: none, fp16 or bf16
 };
 
 // Rows each rank contributes to an allgather, and sends to each rank in an alltoall.
@@ -64,6 +66,11 @@ std::vector<Spec> drawSpecs(uint64_t seed, int count, int n) {
     s.cols = colsChoice[g() % 5];
     s.rows = 1 + static_cast<int64_t>(g() % 7);
     s.root = static_cast<int>(g() % n);
+    // The small integers here survive fp16 and bf16 exactly, so compressed sums are exact.
+    const int c = static_cast<int>(g() % 3);
+    if (s.kind == Kind::Allreduce && g() % 2) s.dt = collFloat32;
+    if (s.kind == Kind::Allreduce && s.dt == collFloat32 && (s.op == hvd::ReduceOp::Sum || s.op == hvd::ReduceOp::Average))
+      s.compression = c == 1 ? hvd::Compression::fp16() : c == 2 ? hvd::Compression::bf16() : hvd::Compression::none();
     out.push_back(s);
   }
   return out;
@@ -144,7 +151,8 @@ void runRounds(int n, uint64_t seed, int rounds, int perRound) {
               fillRows(o.in, s.rows, 0, 0);
               o.out.assign(o.in.size(), 0);
               o.h = ctx->allreduce_async(tensor(o.in, s.rows), tensor(o.out, s.rows), name,
-                                         {.op = s.op, .process_set = s.kind == Kind::SetAllreduce ? ps : hvd::ProcessSet{}});
+                                         {.op = s.op, .compression = s.compression,
+                                          .process_set = s.kind == Kind::SetAllreduce ? ps : hvd::ProcessSet{}});
               break;
             case Kind::Grouped:
               fillRows(o.in, s.rows, 0, 0);

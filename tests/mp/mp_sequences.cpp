@@ -5,9 +5,17 @@
 // hierarchical algorithms. Each rank checks its own outputs; all-reduce outputs are
 // compared across the ranks of a communicator by a hash of their bits, all-gathered.
 //
-//   mp_sequences [--seed S] [--steps N]
+//   mp_sequences [--seed S] [--steps N] [--kill RANK:STEP]
 //
 // Prints "rank R of N: OK, ..." and exits 0, or names the first wrong step and exits 1.
+// --kill: rank RANK raises SIGKILL as step STEP begins, and the others, which must not
+// hang, print "rank R: detected failure after T s in step N: ..." (T from the start of
+// their step N) and exit 1. SIGTERM is ignored then: collectiverun stops the job as
+// soon as a rank dies (SIGTERM, SIGKILL 3 s later), which leaves the survivors 3 s to
+// notice by themselves (sequences_fault.py checks it).
+#include <signal.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,16 +38,19 @@ uint64_t fnv(const void* p, size_t n) {
 
 int main(int argc, char** argv) {
   uint64_t seed = 1;
-  int steps = 200;
+  int steps = 200, victim = -1, killStep = -1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--seed" && i + 1 < argc) seed = strtoull(argv[++i], nullptr, 10);
     else if (a == "--steps" && i + 1 < argc) steps = atoi(argv[++i]);
-    else {
-      fprintf(stderr, "usage: %s [--seed S] [--steps N]\n", argv[0]);
+    else if (a == "--kill" && i + 1 < argc && sscanf(argv[++i], "%d:%d", &victim, &killStep) == 2 && victim >= 0 &&
+             killStep >= 0) {
+    } else {
+      fprintf(stderr, "usage: %s [--seed S] [--steps N] [--kill RANK:STEP]\n", argv[0]);
       return 2;
     }
   }
+  if (victim >= 0) signal(SIGTERM, SIG_IGN);
   collComm_t world = nullptr;
   if (collCommInitFromEnv(&world) != collSuccess) {
     fprintf(stderr, "mp_sequences: collCommInitFromEnv failed: %s\n", collGetLastError(nullptr));
@@ -54,7 +65,16 @@ int main(int argc, char** argv) {
   };
   long checked = 0, hashed = 0;
   const std::vector<uint64_t> seeds = stepSeeds(seed, steps);
+  std::chrono::steady_clock::time_point stepStart;
+  int failedStep = -1;
   for (int step = 0; step < steps && firstFailure.empty(); ++step) {
+    if (r == victim && step == killStep) {
+      printf("rank %d: killing itself as step %d begins\n", r, step);
+      fflush(stdout);
+      raise(SIGKILL);
+    }
+    stepStart = std::chrono::steady_clock::now();
+    failedStep = step;
     const std::string where = "step " + std::to_string(step) + " rank " + std::to_string(r) + ": ";
     StepOut out;
     runStep(seeds[step], world, r, n, where, out, fail);
@@ -77,6 +97,13 @@ int main(int argc, char** argv) {
         if (all[p] != mine) fail(where + describe(c) + ": all-reduce bits differ from rank " + std::to_string(p) + "'s");
     }
     if (out.sub && collCommDestroy(out.sub) != collSuccess) fail(where + "destroying the split communicator");
+  }
+  if (!firstFailure.empty() && victim >= 0) {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - stepStart).count();
+    printf("rank %d: detected failure after %.2f s in step %d: %s\n", r, secs, failedStep, firstFailure.c_str());
+    fflush(stdout);
+    collCommAbort(world);
+    return 1;
   }
   if (!firstFailure.empty()) {
     fprintf(stderr, "rank %d: FAILED: %s\n", r, firstFailure.c_str());

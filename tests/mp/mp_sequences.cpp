@@ -5,14 +5,15 @@
 // hierarchical algorithms. Each rank checks its own outputs; all-reduce outputs are
 // compared across the ranks of a communicator by a hash of their bits, all-gathered.
 //
-//   mp_sequences [--seed S] [--steps N] [--kill RANK:STEP]
+//   mp_sequences [--seed S] [--steps N] [--kill RANK:STEP | --freeze RANK:STEP]
 //
 // Prints "rank R of N: OK, ..." and exits 0, or names the first wrong step and exits 1.
 // --kill: rank RANK raises SIGKILL as step STEP begins, and the others, which must not
 // hang, print "rank R: detected failure after T s in step N: ..." (T from the start of
 // their step N) and exit 1. SIGTERM is ignored then: collectiverun stops the job as
 // soon as a rank dies (SIGTERM, SIGKILL 3 s later), which leaves the survivors 3 s to
-// notice by themselves (sequences_fault.py checks it).
+// notice by themselves (sequences_fault.py checks it). --freeze: the rank stops itself
+// (SIGSTOP) instead, alive with its connections open, and the others must time out.
 #include <signal.h>
 
 #include <chrono>
@@ -39,14 +40,16 @@ uint64_t fnv(const void* p, size_t n) {
 int main(int argc, char** argv) {
   uint64_t seed = 1;
   int steps = 200, victim = -1, killStep = -1;
+  bool freeze = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--seed" && i + 1 < argc) seed = strtoull(argv[++i], nullptr, 10);
     else if (a == "--steps" && i + 1 < argc) steps = atoi(argv[++i]);
-    else if (a == "--kill" && i + 1 < argc && sscanf(argv[++i], "%d:%d", &victim, &killStep) == 2 && victim >= 0 &&
-             killStep >= 0) {
+    else if ((a == "--kill" || a == "--freeze") && i + 1 < argc &&
+             sscanf(argv[++i], "%d:%d", &victim, &killStep) == 2 && victim >= 0 && killStep >= 0) {
+      freeze = a == "--freeze";
     } else {
-      fprintf(stderr, "usage: %s [--seed S] [--steps N] [--kill RANK:STEP]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--seed S] [--steps N] [--kill RANK:STEP | --freeze RANK:STEP]\n", argv[0]);
       return 2;
     }
   }
@@ -69,9 +72,10 @@ int main(int argc, char** argv) {
   int failedStep = -1;
   for (int step = 0; step < steps && firstFailure.empty(); ++step) {
     if (r == victim && step == killStep) {
-      printf("rank %d: killing itself as step %d begins\n", r, step);
+      printf("rank %d: %s itself as step %d begins\n", r, freeze ? "stopping" : "killing", step);
       fflush(stdout);
-      raise(SIGKILL);
+      if (freeze) signal(SIGTERM, SIG_DFL);  // the launcher's SIGKILL ends it
+      raise(freeze ? SIGSTOP : SIGKILL);
     }
     stepStart = std::chrono::steady_clock::now();
     failedStep = step;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""A rank dies at a random point of the random call sequences (mp_sequences --kill).
+"""A rank dies at a random point of the random call sequences (mp_sequences --kill), or
+freezes there (--freeze).
 
-  sequences_fault.py LAUNCHER MP_SEQUENCES --np N [--transport T] [--hosts H]
+  sequences_fault.py LAUNCHER MP_SEQUENCES --np N [--transport T] [--hosts H] [--freeze]
                      [--cases SEED:VICTIM:STEP,...] [--random K --random-seed S]
                      [--coll-timeout S]
 
@@ -12,6 +13,11 @@ start of its own step, under COLL_TIMEOUT / 2: collectiverun stops the job 3 s a
 rank dies, so a survivor that waits longer never reports, and the case fails. The job
 must exit non-zero and leave no coll-* names in /dev/shm. --random K adds K cases drawn
 from --random-seed (victim and step anywhere in the first 150 steps).
+
+--freeze: the victim stops itself (SIGSTOP) instead, alive with its connections open.
+Every other rank must report within COLL_TIMEOUT + 3 s of the start of its step (a
+timeout, or the error of a peer that timed out first and left), and at least one report
+must be a timeout naming the frozen rank among those it was still waiting on.
 """
 import argparse
 import os
@@ -32,7 +38,8 @@ def shm_names():
 
 
 def run_case(args, seed, victim, step):
-    prog = [args.prog, "--seed", str(seed), "--steps", str(step + 20), "--kill", f"{victim}:{step}"]
+    prog = [args.prog, "--seed", str(seed), "--steps", str(step + 20),
+            "--freeze" if args.freeze else "--kill", f"{victim}:{step}"]
     if args.hosts:
         prog = ["/bin/sh", "-c", f'COLL_HOST_ID=sim$((COLL_RANK % {args.hosts})) exec "$0" "$@"'] + prog
     cmd = [args.launcher, "-np", str(args.np), "--timeout", "60"] + prog
@@ -48,7 +55,8 @@ def run_case(args, seed, victim, step):
     errors = []
     if proc.returncode == 0:
         errors.append("the job exited with 0 although a rank was killed")
-    if f"rank {victim}: killing itself as step {step} begins" not in proc.stdout:
+    verb = "stopping" if args.freeze else "killing"
+    if f"rank {victim}: {verb} itself as step {step} begins" not in proc.stdout:
         errors.append("the victim did not reach its step (did an earlier step fail?)")
     reports = {}
     for m in REPORT.finditer(proc.stdout):
@@ -56,8 +64,12 @@ def run_case(args, seed, victim, step):
     for rank in sorted(set(range(args.np)) - {victim}):
         if rank not in reports:
             errors.append(f"rank {rank} did not report the failure")
-        elif reports[rank][0] >= args.coll_timeout / 2:
+        elif not args.freeze and reports[rank][0] >= args.coll_timeout / 2:
             errors.append(f"rank {rank} took {reports[rank][0]:.2f} s to notice (COLL_TIMEOUT={args.coll_timeout})")
+        elif args.freeze and reports[rank][0] > args.coll_timeout + 3:
+            errors.append(f"rank {rank} took {reports[rank][0]:.2f} s to give up (COLL_TIMEOUT={args.coll_timeout})")
+    if args.freeze and not any(f"rank {victim}" in msg and "still waiting on" in msg for _, msg in reports.values()):
+        errors.append(f"no survivor timed out naming rank {victim} among the peers it was waiting on")
     time.sleep(0.5)
     left = sorted(shm_names() - before)
     if left:
@@ -81,7 +93,8 @@ def main():
     ap.add_argument("--cases", default="")
     ap.add_argument("--random", type=int, default=0)
     ap.add_argument("--random-seed", type=int, default=1)
-    ap.add_argument("--coll-timeout", type=float, default=10)
+    ap.add_argument("--coll-timeout", type=int, default=10)
+    ap.add_argument("--freeze", action="store_true")
     args = ap.parse_args()
     cases = [tuple(int(x) for x in c.split(":")) for c in args.cases.split(",") if c]
     g = random.Random(args.random_seed)

@@ -63,8 +63,8 @@ inline Call draw(Rng& g, int n, uint32_t seed) {
 
 inline bool reduces(K k) { return k == K::AllReduce || k == K::Reduce || k == K::ReduceScatter; }
 
-// One rank's buffers for one call. in/out as the rank passes them (in place: pointers
-// into one buffer).
+// One rank's buffers for one call: a holds the input, b the output; send and recv are
+// what the rank passes (in place: both point into one of them).
 struct Bufs {
   std::vector<char> a, b;
   const void* send = nullptr;
@@ -119,7 +119,8 @@ inline void prepare(const Call& c, int rank, int n, Bufs& b) {
   }
 }
 
-// Issues the call: blocking (group == nullptr or inside a group) or nonblocking (req).
+// Issues the call: with req == nullptr the blocking form (alone, or deferred inside a
+// group the caller opened), otherwise the nonblocking one.
 inline collResult_t issue(const Call& c, collComm_t comm, int rank, int n, Bufs& b, collRequest_t* req) {
   const void* s = b.send;
   void* r = b.recv;

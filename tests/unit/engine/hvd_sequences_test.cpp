@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../collectives/reference.hpp"
 #include "hvd_harness.hpp"
 
 using namespace hvdtest;
@@ -76,22 +77,11 @@ std::vector<Spec> drawSpecs(uint64_t seed, int count, int n) {
   return out;
 }
 
+// Values in and out of the buffers: the collective tests' helpers (every type).
 void store(std::vector<char>& buf, int64_t i, collDataType_t dt, double v) {
-  switch (dt) {
-    case collFloat32: reinterpret_cast<float*>(buf.data())[i] = static_cast<float>(v); break;
-    case collFloat64: reinterpret_cast<double*>(buf.data())[i] = v; break;
-    case collInt32: reinterpret_cast<int32_t*>(buf.data())[i] = static_cast<int32_t>(v); break;
-    default: reinterpret_cast<int64_t*>(buf.data())[i] = static_cast<int64_t>(v); break;
-  }
+  testing_coll::storeValue(buf.data(), static_cast<size_t>(i), dt, v);
 }
-double load(const void* p, int64_t i, collDataType_t dt) {
-  switch (dt) {
-    case collFloat32: return static_cast<const float*>(p)[i];
-    case collFloat64: return static_cast<const double*>(p)[i];
-    case collInt32: return static_cast<const int32_t*>(p)[i];
-    default: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
-  }
-}
+double load(const void* p, int64_t i, collDataType_t dt) { return testing_coll::loadValue(p, static_cast<size_t>(i), dt); }
 
 double reduce(hvd::ReduceOp op, const std::vector<double>& xs) {
   double acc = xs[0];

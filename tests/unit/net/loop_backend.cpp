@@ -4,7 +4,10 @@
 // cover loading. Like a fabric's eager protocol, sends of up to kEager bytes are copied
 // and complete at once; larger ones complete when matched with their receive. Each
 // endpoint takes few requests at a time, so the transport's queueing and retrying run.
-// Tests steer it through the loop* functions below (found with dlsym).
+// Tests steer it through the loop* functions below (found with dlsym). Ranks in other
+// processes cannot reach each other through it: connecting to one is refused.
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -65,7 +68,7 @@ struct Endpoint {
 
 struct Handle {
   uint32_t magic;
-  uint32_t pad;
+  uint32_t pid;  // the process whose memory the endpoint lives in
   uint64_t id;
 };
 
@@ -129,7 +132,7 @@ int listen(void*, int dev, void* handle, void** listenComm) {
     ep->listenId = nextId++;
     registry[ep->listenId] = ep->ch;
   }
-  Handle h{kMagic, 0, ep->listenId};
+  Handle h{kMagic, static_cast<uint32_t>(getpid()), ep->listenId};
   memcpy(handle, &h, sizeof(h));
   *listenComm = ep;
   return 0;
@@ -139,6 +142,11 @@ int connect(void*, int dev, const void* handle, void* reply, void** sendComm) {
   Handle h;
   memcpy(&h, handle, sizeof(h));
   if (h.magic != kMagic) return fail("connect: not a loop handle");
+  // Endpoint ids are only unique within a process: a handle from another one would pick
+  // an unrelated endpoint here and mix messages up.
+  if (h.pid != static_cast<uint32_t>(getpid()))
+    return fail("connect: the handle is from another process (process " + std::to_string(h.pid) +
+                "); the loop backend only joins ranks that are threads of one process");
   auto* ep = new Endpoint;
   {
     std::lock_guard<std::mutex> lock(registryMu);

@@ -19,9 +19,10 @@ def data(r, shape, dtype):
     return ((torch.arange(n) * 7 + r * 3) % 5 + 1).to(dtype).view(shape)
 
 
-def reference(ctx, op, shape, dtype):
+def reference(ctx, op, shape, dtype, offset=0):
+    """The reduction over the ranks of data(r + offset) (offset: a round of cases_sequences)."""
     hvd = ctx.hvd
-    xs = torch.stack([data(r, shape, dtype).double() for r in range(ctx.size)])
+    xs = torch.stack([data(r + offset, shape, dtype).double() for r in range(ctx.size)])
     if op == hvd.Sum:
         return xs.sum(0)
     if op == hvd.Average:

@@ -8,7 +8,7 @@ import random
 
 import torch
 
-from cases_ops import DTYPES, FLOATS, close, data
+from cases_ops import DTYPES, FLOATS, close, data, reference
 
 ROUNDS = 6
 
@@ -70,20 +70,12 @@ def start(ctx, s, j, rnd):
 
 
 def check(ctx, s, j, rnd, out, kept):
-    hvd = ctx.hvd
     what = f"round {rnd} {s['name']} {s['kind']} {s['dtype']}"
     dt, cols = s["dtype"], s["cols"]
     shape = (s["rows"], cols)
 
-    def ref(shape_, op):  # reduction of data(r + rnd) over the ranks
-        xs = torch.stack([data(r + rnd, shape_, dt).double() for r in range(ctx.size)])
-        if op == hvd.Sum:
-            return xs.sum(0)
-        if op == hvd.Average:
-            return xs.sum(0) / ctx.size if dt in FLOATS else torch.div(xs.sum(0), ctx.size, rounding_mode="trunc")
-        if op == hvd.Min:
-            return xs.min(0).values
-        return xs.max(0).values
+    def ref(shape_, op):
+        return reference(ctx, op, shape_, dt, offset=rnd)
 
     kind = s["kind"]
     if kind in ("allreduce", "allreduce_"):
@@ -125,10 +117,19 @@ def case_random_rounds(ctx):
         started = {j: start(ctx, specs[j], j, rnd) for j in order}
         mine.shuffle(order)
         poll_all = mine.random() < 0.5
+        errors = []
         for j in order:
             handle, kept = started[j]
             if poll_all:
                 while not hvd.poll(handle):
                     pass
             out = hvd.synchronize(handle)
-            check(ctx, specs[j], j, rnd, out, kept)
+            try:
+                check(ctx, specs[j], j, rnd, out, kept)
+            except AssertionError as e:
+                errors.append(str(e))
+        # Every rank learns whether any failed, so that all stop together: a rank that
+        # went on to the next round alone would wait for the others' operations forever.
+        flags = hvd.allgather(torch.tensor([1 if errors else 0], dtype=torch.int32), name=f"seq.outcome.{rnd}")
+        assert not errors, errors[0]
+        assert int(flags.sum()) == 0, f"round {rnd}: rank(s) {[r for r, f in enumerate(flags.tolist()) if f]} failed"

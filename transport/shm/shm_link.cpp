@@ -61,7 +61,11 @@ void ShmLink::postSend(Xfer* x) {
 }
 
 bool ShmLink::reducesOnReceive(const void* with, size_t bytes) const {
-  return p_.sameProcess || SharedAllocations::instance().find(with, bytes).valid();
+  // Read in place (a thread's memory, mapped collMemAlloc memory), or staged through the
+  // ring: always where we may not read the peer, usually where the way is measured. Only a
+  // link whose large messages all go through the kernel (COLL_SHM_CMA=1, or every link
+  // while the host is oversubscribed) keeps the caller's staged reduction.
+  return p_.sameProcess || !p_.singleCopyRecv || adaptive_ || SharedAllocations::instance().find(with, bytes).valid();
 }
 
 void ShmLink::postRecv(Xfer* x) {

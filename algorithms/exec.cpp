@@ -28,6 +28,16 @@ void Progress::send(int peer, const void* buf, size_t bytes, Xfer* x, void* mirr
   comm_.link(peer).postSend(x);
 }
 
+void Progress::sendToReduction(int peer, const void* buf, size_t bytes, Xfer* x) {
+  touch(peer);
+  *x = Xfer{};
+  x->buf = const_cast<void*>(buf);
+  x->bytes = bytes;
+  x->intoReduction = true;
+  x->call = call_;
+  comm_.link(peer).postSend(x);
+}
+
 bool Progress::linkCopiesMirror(int peer) const { return comm_.link(peer).copiesMirror(); }
 
 void Progress::recv(int peer, void* buf, size_t bytes, Xfer* x, bool assist, bool cold) {

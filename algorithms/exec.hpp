@@ -46,6 +46,8 @@ class Progress {
 
   // mirror: see Xfer::mirror; only on links that copy it (linkCopiesMirror).
   void send(int peer, const void* buf, size_t bytes, Xfer* x, void* mirror = nullptr);
+  // A send the receiver reduces as it arrives, see Xfer::intoReduction.
+  void sendToReduction(int peer, const void* buf, size_t bytes, Xfer* x);
   bool linkCopiesMirror(int peer) const;
   // assist, cold: see Xfer.
   void recv(int peer, void* buf, size_t bytes, Xfer* x, bool assist = false, bool cold = false);

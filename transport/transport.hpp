@@ -49,6 +49,12 @@ struct Xfer {
   // keeps), piece by piece while each piece is in cache from the send, and has done so
   // by the time the send completes. Must not overlap buf.
   void* mirror = nullptr;
+  // Sends: the receiver reduces this message with its own data as it arrives and the
+  // sender has nothing else to do meanwhile (the sends of a reduction toward a root). A
+  // shm link that chooses the way by measurement sends it through the ring then: the
+  // sender's copy into the ring runs beside the receiver's reduction out of it, where a
+  // single copy would leave both the copy and the reduction to the receiver.
+  bool intoReduction = false;
   // Receives on links whose reducesOnReceive() is true: with `with` set, the transport
   // stores reduceBuffers(with, incoming) (core/reduce.hpp: a = with, b = the peer's
   // bytes) into buf, in the same pass that reads the incoming bytes, instead of storing

@@ -33,13 +33,14 @@ ShmLink::ShmLink(Segment seg, int side, const LinkParams& p)
 
 ShmLink::~ShmLink() {
   using M = CopyModeChooser;
-  if (adaptive_ && (chosen_[M::kStaged] || chosen_[M::kSingle] || chosen_[M::kStream]))
+  if (adaptive_ && (chosen_[M::kStaged] || chosen_[M::kSingle] || chosen_[M::kStream] || reductionStaged_))
     COLL_TRACE("shm: rank %d -> rank %d: %llu large messages staged, %llu streamed, %llu single-copy "
-               "(last rates %.2f / %.2f / %.2f GB/s)",
+               "(last rates %.2f / %.2f / %.2f GB/s); %llu more staged for a reducing receiver",
                p_.rank, p_.peer, static_cast<unsigned long long>(chosen_[M::kStaged]),
                static_cast<unsigned long long>(chosen_[M::kStream]),
                static_cast<unsigned long long>(chosen_[M::kSingle]), chooser_.rate(M::kStaged),
-               chooser_.rate(M::kStream), chooser_.rate(M::kSingle));
+               chooser_.rate(M::kStream), chooser_.rate(M::kSingle),
+               static_cast<unsigned long long>(reductionStaged_));
   // Release: everything we wrote into the rings before closing is visible to a peer that
   // reads kSideClosed with acquire, so it can still drain what we sent.
   if (failMsg_.empty()) shared(me_->status).store(kSideClosed, std::memory_order_release);

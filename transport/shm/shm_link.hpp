@@ -176,6 +176,9 @@ class ShmLink final : public Link {
   uint64_t mappedBytes() const { return mappedBytes_; }
   // Messages whose way was picked by the chooser (adaptiveCopy), per way taken.
   uint64_t chosenSends(CopyModeChooser::Mode m) const { return chosen_[m]; }
+  // Large sends to a reducing receiver that went through the ring without the chooser
+  // (Xfer::intoReduction).
+  uint64_t reductionSendsStaged() const { return reductionStaged_; }
   const CopyModeChooser* chooser() const { return adaptive_ ? &chooser_ : nullptr; }
 
  private:
@@ -276,6 +279,7 @@ class ShmLink final : public Link {
   uint64_t lastDeliveredNs_ = 0;
   bool resync_ = true;  // the next delivery is the first since the link was idle
   uint64_t chosen_[CopyModeChooser::kModes] = {0, 0, 0};
+  uint64_t reductionStaged_ = 0;
   bool sendStreams_ = false;  // the front send's payload goes in with streaming stores
   CopyModeChooser::Mode peerMode_ = CopyModeChooser::kStaged;  // receiver: what the peer's ...
   uint64_t peerModeNs_ = 0;  // ... latest record of at least singleCopyMin bytes was, and when

@@ -125,7 +125,13 @@ bool ShmLink::emitHeader(Xfer* x) {
   bool timed = large && adaptive_ && !region.valid();
   uint64_t startNs = 0;
   CopyModeChooser::Mode m = CopyModeChooser::kStaged;
-  if (timed) {
+  if (timed && x->intoReduction) {
+    // The receiver reduces it and we would only wait: both of us copy at once through the
+    // ring (Xfer::intoReduction). Not a choice of the chooser's, so not timed either.
+    timed = false;
+    single = false;
+    ++reductionStaged_;
+  } else if (timed) {
     startNs = nowNs();
     if (followsPeer(startNs)) {
       // The peer's choice for the link, as its latest large record shows it (staged

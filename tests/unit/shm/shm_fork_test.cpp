@@ -249,8 +249,10 @@ float contribution(int me, size_t k, size_t i) {
 }
 
 // Both directions at once, every size (in floats) posted as one window of reducing
-// receives (Xfer::with, sum): half of them in place. Returns wrong messages.
-int exchangeReducing(Link* link, int me, const std::vector<size_t>& counts, bool sharedBuffers) {
+// receives (Xfer::with, sum): half of them in place; the sends marked
+// Xfer::intoReduction when asked. Returns wrong messages.
+int exchangeReducing(Link* link, int me, const std::vector<size_t>& counts, bool sharedBuffers,
+                     bool intoReduction = false) {
   std::vector<size_t> bytes;
   for (size_t n : counts) bytes.push_back(n * sizeof(float) + 64);
   std::optional<SharedWindow> sOut, sIn;
@@ -272,6 +274,7 @@ int exchangeReducing(Link* link, int me, const std::vector<size_t>& counts, bool
     mine[k] = o;
     result[k] = r;
     sx[k] = Xfer{o, counts[k] * sizeof(float)};
+    sx[k].intoReduction = intoReduction;
     rx[k] = Xfer{r, counts[k] * sizeof(float)};
     rx[k].with = inPlace ? r : o;
     rx[k].dtype = collFloat32;
@@ -338,6 +341,48 @@ TEST(ShmFork, ReducingReceivesOnEveryPath) {
     EXPECT_TRUE(link->reducesOnReceive(sharedOne.at(0), 64));
     EXPECT_EQ(exchangeReducing(link.get(), 0, counts, cs.shared), 0);
     EXPECT_EQ(shm->mappedBytes() > 0, cs.shared) << "mapped reads only for collMemAlloc buffers";
+    closePair(link, c, tag);
+  }
+}
+
+// Sends to a reducing receiver (the sends of a reduce toward its root) go through the
+// ring where the way is chosen by measurement, whatever the chooser would pick: the
+// sender copies in while the receiver reduces out. Unmarked sends of the same sizes are
+// the chooser's, and with COLL_SHM_CMA=1 every large send stays single-copy.
+TEST(ShmFork, ReductionSendsGoThroughTheRing) {
+  for (const char* cma : {"auto", "1"}) {
+    SCOPED_TRACE(cma);
+    Config cfg = Config::fromEnv();
+    cfg.set("COLL_SHM_CMA", cma);
+    const size_t t = cfg.getSize("COLL_SHM_CMA_THRESHOLD") / sizeof(float);
+    // Two below the single-copy threshold (always staged, not counted), four above it.
+    const std::vector<size_t> counts = {16, t - 1, t, 3 * t + 5, size_t{1} << 18, (size_t{1} << 20) + 3};
+    const uint64_t large = 4;
+    std::string tag = uniqueTag();
+    pid_t parent = getpid();
+    // The child checks its own counter (0: as expected) and its results.
+    Child c = forkChild([&](int fd) {
+      auto link = connectPair(fd, 1, parent, getpid(), tag, cfg);
+      auto* shm = dynamic_cast<shm::ShmLink*>(link.get());
+      if (!shm) return 20;
+      const uint64_t want = shm->chooser() ? large : 0;
+      int bad = exchangeReducing(link.get(), 1, counts, false, true);
+      if (shm->reductionSendsStaged() != want) return 21;
+      bad += exchangeReducing(link.get(), 1, counts, false, false);
+      if (shm->reductionSendsStaged() != want) return 22;
+      return bad;
+    });
+    ASSERT_GT(c.pid, 0);
+    auto link = connectPair(c.fd, 0, parent, c.pid, tag, cfg);
+    auto* shm = dynamic_cast<shm::ShmLink*>(link.get());
+    ASSERT_NE(shm, nullptr);
+    // auto measures unless the host has more ranks than cores (then single-copy, as "1").
+    const uint64_t want = shm->chooser() ? large : 0;
+    if (std::string(cma) == "1") EXPECT_EQ(shm->chooser(), nullptr);
+    EXPECT_EQ(exchangeReducing(link.get(), 0, counts, false, true), 0);
+    EXPECT_EQ(shm->reductionSendsStaged(), want);
+    EXPECT_EQ(exchangeReducing(link.get(), 0, counts, false, false), 0);
+    EXPECT_EQ(shm->reductionSendsStaged(), want) << "unmarked sends are the chooser's";
     closePair(link, c, tag);
   }
 }

@@ -18,12 +18,13 @@ void Progress::touch(int peer) {
   links_.push_back(&comm_.link(peer));
 }
 
-void Progress::send(int peer, const void* buf, size_t bytes, Xfer* x, void* mirror) {
+void Progress::send(int peer, const void* buf, size_t bytes, Xfer* x, void* mirror, bool coldMirror) {
   touch(peer);
   *x = Xfer{};
   x->buf = const_cast<void*>(buf);
   x->bytes = bytes;
   x->mirror = mirror;
+  x->cold = mirror && coldMirror;
   x->call = call_;
   comm_.link(peer).postSend(x);
 }

@@ -44,8 +44,9 @@ class Progress {
  public:
   Progress(Comm& comm, const char* what);
 
-  // mirror: see Xfer::mirror; only on links that copy it (linkCopiesMirror).
-  void send(int peer, const void* buf, size_t bytes, Xfer* x, void* mirror = nullptr);
+  // mirror, coldMirror: see Xfer::mirror and Xfer::cold; only on links that copy it
+  // (linkCopiesMirror).
+  void send(int peer, const void* buf, size_t bytes, Xfer* x, void* mirror = nullptr, bool coldMirror = false);
   // A send the receiver reduces as it arrives, see Xfer::intoReduction.
   void sendToReduction(int peer, const void* buf, size_t bytes, Xfer* x);
   bool linkCopiesMirror(int peer) const;

@@ -43,6 +43,8 @@ struct Xfer {
   // Receives: buf is a final output that the caller does not read again soon (no later
   // step forwards or reduces it), so the transport may write it past the cache
   // (streaming stores: no read of the destination's lines before they are overwritten).
+  // Sends with a mirror: the same of the mirror, which is then part of an output too
+  // large to stay in cache; otherwise the mirror is written through the cache.
   bool cold = false;
   // Sends on links whose copiesMirror() is true: the transport also copies the message
   // into mirror (the sender's own copy of the data, as an out-of-place all-gather

@@ -302,9 +302,6 @@ COLL_KERNEL void combineLoop(T* dst, const T* a, const T* b, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = Op::apply(a[i], b[i]);
 }
 
-// Out-of-place results at least this big use streaming stores: they cannot stay in L2
-// anyway, and whoever consumes them (a send, the next reduction step) comes later.
-constexpr size_t kStreamMinBytes = size_t{8} << 20;
 // Streamed results are produced into an L1 scratch block first (1 KiB measured best).
 constexpr size_t kStreamBlockBytes = 1024;
 

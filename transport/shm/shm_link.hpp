@@ -97,8 +97,9 @@ inline bool knownTag(uint32_t tag) {
 inline uint64_t sealWord(uint32_t tag, uint32_t seq, uint64_t key) {
   return ((static_cast<uint64_t>(seq) << 32) | tag) ^ key;
 }
-// Mirror copies of sends at least this large use streaming stores (core/reduce.hpp):
-// the mirror is the sender's own copy of a large output, not read again soon.
+// Pushes of at least this many bytes into the peer's mapped collMemAlloc memory use
+// streaming stores (core/reduce.hpp): the peer does not read its output while the
+// collective runs. (Mirror copies stream when the sender marks them cold, Xfer::cold.)
 constexpr size_t kMirrorStreamMin = size_t{256} << 10;
 // Pieces of cold receives (Xfer::cold) at least this large land with streaming stores.
 constexpr size_t kColdStreamMin = size_t{4} << 10;

@@ -107,7 +107,7 @@ void ShmLink::copyMirror(Xfer* x, size_t off, size_t n) {
   if (n == 0) return;
   uint8_t* d = static_cast<uint8_t*>(x->mirror) + off;
   const uint8_t* s = static_cast<const uint8_t*>(x->buf) + off;
-  if (x->bytes >= kMirrorStreamMin) copyStreaming(d, s, n);
+  if (x->cold) copyStreaming(d, s, n);
   else std::memcpy(d, s, n);
 }
 

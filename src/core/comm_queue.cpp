@@ -57,10 +57,15 @@ void Comm::runQueuedP2P() {
     std::unique_ptr<Xfer[]> xs;
   };
   std::lock_guard<std::mutex> exec(execMu_);
-  if (closed_) {  // aborted: the links are gone; fail what is queued instead of using them
+  // Aborted (the links are gone) or failed earlier: fail what is queued instead of using
+  // the links, as runQueued does for collectives.
+  if (closed_ || asyncError_.load() != collSuccess) {
+    const collResult_t code = closed_ ? collRemoteError : asyncError_.load();
+    const std::string why = closed_ ? std::string("communicator aborted")
+                                    : strCat("communicator is unusable after an earlier error: ", asyncErrorText());
     std::lock_guard<std::mutex> lock(queueMu_);
     while (!queue_.empty() && isP2POnly(*queue_.front())) {
-      queue_.front()->finish(collRemoteError, "communicator aborted");
+      queue_.front()->finish(code, why);
       queue_.pop_front();
       pending_.fetch_sub(1, std::memory_order_release);
     }
@@ -75,9 +80,13 @@ void Comm::runQueuedP2P() {
       {
         std::lock_guard<std::mutex> lock(queueMu_);
         while (!queue_.empty() && isP2POnly(*queue_.front())) {
-          Active a{queue_.front(), nullptr};
+          // Active before its transfers are posted: a link that has failed throws from
+          // the post, and the request must then fail with the others, not be dropped
+          // (its caller would wait in collWait until the timeout).
+          active.push_back(Active{queue_.front(), nullptr});
           queue_.pop_front();
           pending_.fetch_sub(1, std::memory_order_release);
+          Active& a = active.back();
           a.xs.reset(new Xfer[a.req->ops.size()]);
           for (size_t i = 0; i < a.req->ops.size(); ++i) {
             const OpArgs& op = a.req->ops[i];
@@ -85,7 +94,6 @@ void Comm::runQueuedP2P() {
             if (op.kind == OpKind::Send) pg.send(op.root, op.sendbuf, bytes, &a.xs[i]);
             else pg.recv(op.root, op.recvbuf, bytes, &a.xs[i], true);
           }
-          active.push_back(std::move(a));
           acted = true;
         }
       }

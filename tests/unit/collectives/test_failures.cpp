@@ -1,6 +1,7 @@
 // A peer that stops participating or aborts turns into an error on the survivors within
 // COLL_TIMEOUT, never a hang.
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "harness.hpp"
@@ -76,6 +77,38 @@ TEST(Failures, NonblockingFailureSurfacesInWait) {
     EXPECT_EQ(req, nullptr);
   });
   job.run([&](int r, collComm_t c) {
+    EXPECT_EQ(collCommAbort(c), collSuccess);
+    job.forget(r);
+  });
+}
+
+// Nonblocking sends and receives posted after the communicator failed must fail in
+// collWait at once, whichever way the worker learns of it: they used to be dropped when
+// posting on a failed link threw, and collWait then waited 2 x COLL_TIMEOUT.
+TEST(Failures, NonblockingP2PAfterFailureFailsAtOnce) {
+  ScopedEnv timeout("COLL_TIMEOUT", "10");
+  Job job(2);
+  ASSERT_TRUE(job.ok());
+  job.run([&](int r, collComm_t c) {
+    if (r == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      EXPECT_EQ(collCommAbort(c), collSuccess);
+      job.forget(r);
+      return;
+    }
+    std::vector<float> x(1 << 16, 1.f);
+    EXPECT_EQ(collAllReduce(x.data(), x.data(), x.size(), collFloat32, collSum, c, nullptr), collRemoteError)
+        << collGetLastError(c);
+    float s = 1, got = 0;
+    collRequest_t send = nullptr, recv = nullptr;
+    auto t0 = Clock::now();
+    ASSERT_EQ(collIsend(&s, 1, collFloat32, 1, c, &send), collSuccess) << collGetLastError(c);
+    ASSERT_EQ(collIrecv(&got, 1, collFloat32, 1, c, &recv), collSuccess) << collGetLastError(c);
+    EXPECT_EQ(collWait(&send), collRemoteError);
+    EXPECT_EQ(collWait(&recv), collRemoteError);
+    EXPECT_NE(std::string(collGetLastError(c)).find("earlier error"), std::string::npos) << collGetLastError(c);
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    EXPECT_LT(secs, 5.0) << "the requests waited instead of failing";
     EXPECT_EQ(collCommAbort(c), collSuccess);
     job.forget(r);
   });

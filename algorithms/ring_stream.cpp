@@ -62,7 +62,7 @@ class RingRunner {
       // Streaming stores into the mirror only where the output cannot stay in cache
       // anyway, as for reduction results (core/reduce.hpp): at 512 KiB, 2 ranks, they
       // made the all-gather take 25.5 against 18.7 us.
-      mirrorCold_ = rs.blocks.off(n_) * es_ >= kStreamMinBytes;
+      mirrorCold_ = coldOutput(rs.blocks.off(n_) * es_);
       if (pg.linkCopiesMirror(next_)) mirror_ = rs.firstMirror;
       else memcpy(rs.firstMirror, rs.firstSrc, rs.blocks.cnt(sendBlock(0)) * es_);
     }

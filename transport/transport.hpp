@@ -41,8 +41,9 @@ struct Xfer {
   // receiver wants the bytes in its own cache (ring reductions).
   bool assist = false;
   // Receives: buf is a final output that the caller does not read again soon (no later
-  // step forwards or reduces it), so the transport may write it past the cache
-  // (streaming stores: no read of the destination's lines before they are overwritten).
+  // step forwards or reduces it) and too large to stay in cache (algorithms/exec.hpp,
+  // coldOutput), so the transport may write it past the cache (streaming stores: no read
+  // of the destination's lines before they are overwritten).
   // Sends with a mirror: the same of the mirror, which is then part of an output too
   // large to stay in cache; otherwise the mirror is written through the cache.
   bool cold = false;

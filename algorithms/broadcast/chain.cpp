@@ -49,7 +49,7 @@ class ChainBroadcast final : public Algorithm {
       bool acted = false;
       while (rPosted < rTotal && rPosted - rDone < depth) {
         // The chain's last rank forwards nothing: its output is not read again here.
-        pg.recv(prev, out + rPosted * chunk, len(rPosted), &rx[rPosted % depth], true, !sends);
+        pg.recv(prev, out + rPosted * chunk, len(rPosted), &rx[rPosted % depth], true, !sends && coldOutput(bytes));
         ++rPosted;
         acted = true;
       }

@@ -36,7 +36,7 @@ class DirectGather final : public Algorithm {
     // Nearest ranks first, as the senders are all ready at about the same time.
     for (int s = 1; s < n; ++s) {
       const int from = (r + s) % n;
-      pg.recv(from, out + static_cast<size_t>(from) * block, block, &xs[s - 1], true, true);
+      pg.recv(from, out + static_cast<size_t>(from) * block, block, &xs[s - 1], true, coldOutput(static_cast<size_t>(n) * block));
       ptrs.push_back(&xs[s - 1]);
     }
     char* own = out + static_cast<size_t>(r) * block;

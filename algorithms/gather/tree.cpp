@@ -61,7 +61,7 @@ class TreeGather final : public Algorithm {
       const bool direct = v == 0 && patterns::consecutiveRanks(rankOf, c, span);
       if (v == 0 && !direct) staged.push_back(c);
       char* dst = direct ? out + static_cast<size_t>(rankOf(c)) * block : buf + static_cast<size_t>(c - v) * block;
-      pg.recv(rankOf(c), dst, static_cast<size_t>(span) * block, &xs[i], true, v == 0);
+      pg.recv(rankOf(c), dst, static_cast<size_t>(span) * block, &xs[i], true, v == 0 && coldOutput(static_cast<size_t>(n) * block));
       ptrs.push_back(&xs[i]);
     }
     if (v != 0) memcpy(buf, a.sendbuf, block);

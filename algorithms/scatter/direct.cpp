@@ -24,7 +24,7 @@ class DirectScatter final : public Algorithm {
     Progress pg(comm, "scatter (direct)");
     if (r != a.root) {
       Xfer x;
-      pg.recv(a.root, a.recvbuf, block, &x, true, true);
+      pg.recv(a.root, a.recvbuf, block, &x, true, coldOutput(block));
       Xfer* xp = &x;
       pg.waitAll(&xp, 1);
       return;

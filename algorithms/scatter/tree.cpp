@@ -44,7 +44,7 @@ class TreeScatter final : public Algorithm {
     Progress pg(comm, "scatter (tree)");
     if (v != 0 && node.children.empty()) {  // a leaf receives its block where it belongs
       Xfer x;
-      pg.recv(rankOf(node.parent), mine, block, &x, true, true);
+      pg.recv(rankOf(node.parent), mine, block, &x, true, coldOutput(block));
       Xfer* xp = &x;
       pg.waitAll(&xp, 1);
       return;

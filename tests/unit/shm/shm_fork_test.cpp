@@ -25,7 +25,8 @@ namespace {
 
 // Both directions at once, every size posted as one window; returns wrong messages.
 // Two sends in three also copy their data into a mirror (push records where the sender
-// may write the receiver), so pushed, pulled and cooperative records share the window.
+// may write the receiver), so pushed, pulled and cooperative records share the window;
+// half of those mirrors are cold (Xfer::cold), copied with streaming stores.
 // sharedBuffers: every buffer is collMemAlloc memory, which the peer maps.
 int exchange(Link* link, int me, const std::vector<size_t>& sizes, bool sharedBuffers = false) {
   int peer = 1 - me;
@@ -46,7 +47,10 @@ int exchange(Link* link, int me, const std::vector<size_t>& sizes, bool sharedBu
     uint8_t* m = sharedBuffers ? sMirror->at(i) : mirror[i].data();
     if (sharedBuffers && sizes[i] != 0) std::memcpy(o, out[i].data(), sizes[i]);
     sx[i] = Xfer{o, sizes[i]};
-    if (i % 3 != 0) sx[i].mirror = m;
+    if (i % 3 != 0) {
+      sx[i].mirror = m;
+      sx[i].cold = i % 2 == 1;  // the mirror copy then goes with streaming stores
+    }
     rx[i] = Xfer{r, sizes[i]};
     rx[i].assist = i % 2 == 0;  // large ones then go cooperative: the sender pushes pieces too
     rx[i].cold = i % 4 < 2;     // staged pieces then land with streaming stores

@@ -19,22 +19,22 @@ void Progress::touch(int peer) {
 }
 
 void Progress::send(int peer, const void* buf, size_t bytes, Xfer* x, void* mirror, bool coldMirror) {
-  touch(peer);
   *x = Xfer{};
-  x->buf = const_cast<void*>(buf);
-  x->bytes = bytes;
   x->mirror = mirror;
   x->cold = mirror && coldMirror;
-  x->call = call_;
-  comm_.link(peer).postSend(x);
+  postSend(peer, buf, bytes, x);
 }
 
 void Progress::sendToReduction(int peer, const void* buf, size_t bytes, Xfer* x) {
-  touch(peer);
   *x = Xfer{};
+  x->intoReduction = true;
+  postSend(peer, buf, bytes, x);
+}
+
+void Progress::postSend(int peer, const void* buf, size_t bytes, Xfer* x) {
+  touch(peer);
   x->buf = const_cast<void*>(buf);
   x->bytes = bytes;
-  x->intoReduction = true;
   x->call = call_;
   comm_.link(peer).postSend(x);
 }

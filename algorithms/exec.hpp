@@ -83,6 +83,8 @@ class Progress {
 
  private:
   void touch(int peer);
+  // The fields every send has, then the post; x is already reset, with its options set.
+  void postSend(int peer, const void* buf, size_t bytes, Xfer* x);
   void checkHealth();
 
   Comm& comm_;

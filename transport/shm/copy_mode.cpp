@@ -55,8 +55,8 @@ CopyModeChooser::Mode CopyModeChooser::pick(uint64_t nowNs) {
     trialMode_ = static_cast<Mode>(t);
     retry_ = -1;
     nextTrialNs_ = nextBoundary(nowNs, probeEvery_);
-    trialPicked_ = trialDelivered_ = 0;
-    trialBytes_ = trialNs_ = 0;
+    trialPicked_ = trialDelivered_ = backDelivered_ = 0;
+    trialBytes_ = trialNs_ = backBytes_ = backNs_ = 0;
   }
   if (trialPicked_ >= kTrialMessages) return current_;  // waiting for the trial's deliveries
   ++trialPicked_;
@@ -72,8 +72,18 @@ void CopyModeChooser::delivered(Mode m, int messages, uint64_t bytes, uint64_t b
       trialBytes_ += bytes;
       trialNs_ += busyNs;
     }
-    if (trialPicked_ >= kTrialMessages && trialDelivered_ >= trialPicked_) endTrial(nowNs);
     return;
+  }
+  // Deliveries come in the order of the picks: once the trial's are all in, the mode in
+  // use's are those picked after them.
+  const bool back = trial_ && m == current_ && trialPicked_ >= kTrialMessages && trialDelivered_ >= trialPicked_;
+  if (back) {
+    backDelivered_ += messages;
+    if (timed) {
+      backBytes_ += bytes;
+      backNs_ += busyNs;
+    }
+    if (backDelivered_ >= kTrialMessages) endTrial(nowNs);
   }
   if (!timed) return;
   // A stale estimate says nothing about now: the new sample replaces it.
@@ -89,7 +99,7 @@ void CopyModeChooser::delivered(Mode m, int messages, uint64_t bytes, uint64_t b
   // The mode in use got clearly slower than another was at its last trial: go over to the
   // fastest such at once (if that figure is out of date, its own deliveries soon say so,
   // or the early trial of the mode just left).
-  if (m != current_) return;
+  if (m != current_ || trial_) return;
   int best = -1;
   for (int o = 0; o < kModes; ++o) {
     const bool ahead = o != m && allowed(o) && measured_[o] && rate_[m] < kLeaveBelow * rate_[o];
@@ -110,7 +120,8 @@ void CopyModeChooser::endTrial(uint64_t nowNs) {
   rate_[o] = trialNs_ > 0 ? sumBytes_[o] / sumNs_[o] : 0;
   measured_[o] = true;
   measuredAt_[o] = nowNs;
-  if (rate_[o] > rate_[current_]) current_ = o;
+  const double yardstick = backNs_ > 0 ? static_cast<double>(backBytes_) / static_cast<double>(backNs_) : rate_[current_];
+  if (rate_[o] > yardstick) current_ = o;
   // A new link tries every mode once before it waits for the interval.
   for (int m = 0; m < kModes; ++m)
     if (allowed(m) && !measured_[m]) nextTrialNs_ = 0;

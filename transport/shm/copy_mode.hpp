@@ -15,25 +15,30 @@
 // 2-4x slower in spells of seconds when the host's cross-core transfers slow down (the
 // kernel copy keeps its speed). The streamed copy is 20-40% slower than the staged one
 // normally and 3-4x faster in those spells, faster than the kernel copy too. So the
-// sender measures them all: the delivery rate of each
-// mode, in bytes per nanosecond of link busy time, from a message's start (or the
-// previous delivery, when it queued behind one) until its delivery (the receiver's ack,
+// sender measures them all: the delivery rate of each mode, in bytes per nanosecond of
+// link busy time, from a message's post (or the previous delivery, when it queued behind
+// one) until its delivery (the receiver's ack,
 // or its tail passing the message's end in the ring). Messages go the way measured
 // faster; another way is tried again on a few consecutive messages once per probe
-// interval (with three ways, the one measured longest ago). Trials start at the first
-// message after a boundary of the shared monotonic clock (a multiple of the interval), so
-// the two ranks of a link, whose traffic is mostly symmetric, try another way at about the
-// same time: a trial against the peer's traffic of another kind would mostly measure the
-// mixture. Between trials the mode in use is left only when its rate falls 10% below
+// interval (with three ways, the one measured longest ago), and wins if it beats as many
+// messages of the way in use right after it: each of the two pays for one switch, and
+// trial messages ran 1.5-2.5x slower than the same way in steady use, so that a trial
+// judged against the steady figure hardly ever won, whichever way a link held. Trials
+// start at the first message after a boundary of the shared monotonic clock (a multiple
+// of the interval), so the two ranks of a link, whose traffic is mostly symmetric, try
+// another way at about the same time: a trial against the peer's traffic of another kind
+// would mostly measure the mixture (and deliveries during which the peer's large
+// messages came another way are not timed). Between trials the mode in use is left only when its rate falls 10% below
 // another's last figure (for the fastest such); the mode left that way gets its trial
 // after an eighth of the interval, in case it was a dip.
 //
 // A link starts single-copy and tries the staged way once the single copy has a figure,
 // then (with three ways) the streamed way right after that trial.
-// The first delivery after the link was idle is never timed (it includes the wait for the
-// peer to arrive), so a link that carries one large message per call (send/recv, a
-// 2-rank all-to-all) is never measured and keeps the single copy, which is never far
-// from the best and needs only one side running.
+// The first delivery after the link was idle includes the wait for the peer to arrive:
+// the link times it from the peer's first large record where more messages follow it,
+// and not at all where it is alone (ShmLink::delivered). So a link that carries one large
+// message per call (send/recv, a 2-rank all-to-all) is never measured and keeps the
+// single copy, which is never far from the best and needs only one side running.
 //
 // Pure logic on caller-supplied times, so it is tested without a clock.
 #pragma once
@@ -88,6 +93,10 @@ class CopyModeChooser {
   Mode trialMode_ = kStaged;
   int trialPicked_ = 0, trialDelivered_ = 0;
   uint64_t trialBytes_ = 0, trialNs_ = 0;
+  // The trial's yardstick: as many messages of the mode in use right after it, which pay
+  // for switching back as the trial's paid for switching over.
+  int backDelivered_ = 0;
+  uint64_t backBytes_ = 0, backNs_ = 0;
 };
 
 }  // namespace coll::shm

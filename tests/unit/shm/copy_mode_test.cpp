@@ -40,6 +40,14 @@ struct Chooser : ::testing::Test {
     }
     return picks;
   }
+  // Picks and delivers 2 x kTrialMessages messages: a trial that is due, and as many of
+  // the mode in use after it, which decide it.
+  void runTrial(double staged, double single) {
+    for (int i = 0; i < 2 * kTrial; ++i) {
+      const Mode m = c.pick(now);
+      deliver(m, 1, m == kStaged ? staged : single);
+    }
+  }
   static int count(const std::vector<Mode>& picks, Mode m) {
     int n = 0;
     for (Mode p : picks) n += p == m;
@@ -55,6 +63,12 @@ TEST_F(Chooser, SingleCopyFirstThenTheStagedCopyWinsItsTrial) {
   for (int i = 0; i < kTrial; ++i) ASSERT_EQ(c.pick(now), kStaged) << i;
   ASSERT_EQ(c.pick(now), kSingle) << "the trial is over once it has its messages";
   for (int i = 0; i < kTrial; ++i) deliver(kStaged, 1, 10.0);
+  // It is judged against as many single-copy messages after it.
+  for (int i = 0; i < kTrial; ++i) {
+    EXPECT_EQ(c.current(), kSingle) << "decided before the messages after the trial, at " << i;
+    ASSERT_EQ(c.pick(now), kSingle);
+    deliver(kSingle, 1, 5.0);
+  }
   EXPECT_EQ(c.current(), kStaged);
   EXPECT_NEAR(c.rate(kStaged), 10.0, 0.01);
   // Every later interval: one trial of the single copy, the rest staged.
@@ -81,6 +95,7 @@ TEST_F(Chooser, UntimedDeliveriesLeaveTheSingleCopyInPlace) {
 TEST_F(Chooser, GoesSingleCopyWhenTheStagedCopyFallsBelowTheLastTrial) {
   runInterval(10.0, 5.0);
   runInterval(10.0, 5.0);
+  runTrial(10.0, 5.0);  // this interval's, so that what follows is between trials
   ASSERT_EQ(c.current(), kStaged);
   ASSERT_NEAR(c.rate(kSingle), 5.0, 0.01);
   // One very slow delivery (a late receiver) does not flip it; a few slow ones do.
@@ -88,7 +103,6 @@ TEST_F(Chooser, GoesSingleCopyWhenTheStagedCopyFallsBelowTheLastTrial) {
   EXPECT_EQ(c.current(), kStaged);
   int taken = 0;
   while (c.current() == kStaged && taken < 50) {
-    // (This interval's trial of single-copy may come first.)
     const Mode m = c.pick(now);
     deliver(m, 1, m == kStaged ? 2.0 : 5.0);
     taken += m == kStaged;
@@ -114,6 +128,7 @@ TEST_F(Chooser, GoesSingleCopyWhenTheStagedCopyFallsBelowTheLastTrial) {
 TEST_F(Chooser, APassingDipCostsAnEighthOfTheInterval) {
   runInterval(10.0, 5.0);
   runInterval(10.0, 5.0);
+  runTrial(10.0, 5.0);
   // A dip: the staged copy slows below the single copy's figure for a few messages.
   const uint64_t start = now;
   while (c.current() == kStaged) {
@@ -127,8 +142,10 @@ TEST_F(Chooser, APassingDipCostsAnEighthOfTheInterval) {
   }
   EXPECT_EQ(c.current(), kStaged);
   EXPECT_LE(now - start, 100 * kMs / 8 + 2 * kMs);
-  // A slightly slower stretch (within 10% of the other's figure) changes nothing.
+  // A slightly slower stretch (within 10% of the other's figure) between trials changes
+  // nothing.
   runInterval(10.0, 9.5);
+  runTrial(10.0, 9.5);
   for (int i = 0; i < 100; ++i) {
     const Mode m = c.pick(now);
     deliver(m, 1, m == kStaged ? 9.0 : 9.5);
@@ -147,8 +164,38 @@ TEST_F(Chooser, TheFirstDeliveryAfterASwitchIsNotCounted) {
     EXPECT_EQ(c.current(), kSingle) << "decided before the trial ended, at delivery " << i;
     deliver(kStaged, 1, 4.0);
   }
+  // The same goes for the first single-copy delivery after the trial's.
+  deliver(kSingle, 1, 0.001);
+  for (int i = 1; i < kTrial; ++i) deliver(kSingle, 1, 5.0);
   EXPECT_EQ(c.current(), kSingle);
   EXPECT_NEAR(c.rate(kStaged), 4.0, 0.01);
+}
+
+TEST_F(Chooser, ATrialIsJudgedByTheMessagesRightAfterIt) {
+  runInterval(10.0, 5.0);
+  runInterval(10.0, 5.0);
+  ASSERT_EQ(c.current(), kStaged);
+  ASSERT_NEAR(c.rate(kStaged), 10.0, 0.01);
+  // Both sides of a switch run slow: the single-copy trial at 6, below the staged
+  // copy's steady 10, and the staged messages right after it at 5. The trial wins.
+  runTrial(5.0, 6.0);
+  EXPECT_EQ(c.current(), kSingle);
+  EXPECT_NEAR(c.rate(kSingle), 6.0, 0.01);
+  // A staged trial at 5 against single-copy messages at 7 after it: no change.
+  runInterval(5.0, 7.0);
+  runTrial(5.0, 7.0);
+  EXPECT_EQ(c.current(), kSingle);
+}
+
+TEST_F(Chooser, WithoutTimedMessagesAfterItATrialIsJudgedByTheSteadyFigure) {
+  runInterval(10.0, 5.0);
+  runInterval(10.0, 5.0);
+  ASSERT_EQ(c.current(), kStaged);
+  for (int i = 0; i < kTrial; ++i) ASSERT_EQ(c.pick(now), kSingle);
+  for (int i = 0; i < kTrial; ++i) deliver(kSingle, 1, 8.0);
+  // The link went idle: the staged messages after the trial could not be timed.
+  for (int i = 0; i < kTrial; ++i) c.delivered(kStaged, 1, kMsg, 0, now);
+  EXPECT_EQ(c.current(), kStaged) << "8 is below the staged copy's 10";
 }
 
 TEST_F(Chooser, ARateIsARatioOfSumsNotAnAverageOfRates) {
@@ -174,6 +221,7 @@ TEST_F(Chooser, UntimedTrialCountsAsSlow) {
   for (int i = 0; i < kTrial; ++i) ASSERT_EQ(c.pick(now), kStaged);
   // The caller stopped polling before they were delivered: no time for any of them.
   c.delivered(kStaged, kTrial, 0, 0, now);
+  for (int i = 0; i < kTrial; ++i) deliver(kSingle, 1, 5.0);
   EXPECT_EQ(c.current(), kSingle);
   EXPECT_EQ(c.rate(kStaged), 0.0);
   EXPECT_EQ(c.pick(now + 1), kSingle);
@@ -187,9 +235,10 @@ TEST(ChooserProbe, ZeroIntervalRunsTrialsBackToBack) {
   c.delivered(kSingle, 1, kMsg, 100'000, ++now);
   int staged = 0, single = 0;
   for (int round = 0; round < 5; ++round) {
+    // A trial of the staged way, then as many single-copy messages, delivered in order.
     for (int i = 0; i < 2 * kTrial; ++i) (c.pick(++now) == kStaged ? staged : single)++;
-    c.delivered(kSingle, kTrial, kTrial * kMsg, 1000, ++now);
     c.delivered(kStaged, kTrial, kTrial * kMsg, 1000, ++now);
+    c.delivered(kSingle, kTrial, kTrial * kMsg, 1000, ++now);
   }
   EXPECT_EQ(single, 5 * kTrial);
   EXPECT_EQ(staged, 5 * kTrial);
@@ -205,6 +254,10 @@ struct Chooser3 : ::testing::Test {
     const uint64_t ns = static_cast<uint64_t>(static_cast<double>(n * kMsg) / rates[m]);
     now += ns;
     c.delivered(m, n, n * kMsg, ns, now);
+  }
+  // Picks and delivers a trial that is due and the messages after it that decide it.
+  void runTrial() {
+    for (int i = 0; i < 2 * kTrial; ++i) deliver(c.pick(now));
   }
   // Picks and delivers one message at a time until the next interval; counts per mode.
   std::vector<int> runInterval() {
@@ -225,10 +278,13 @@ TEST_F(Chooser3, ANewLinkTriesEveryModeAtOnceThenKeepsTheFastest) {
   deliver(kSingle);
   for (int i = 0; i < kTrial; ++i) ASSERT_EQ(c.pick(now), kStaged) << i;
   for (int i = 0; i < kTrial; ++i) deliver(kStaged);
+  for (int i = 0; i < kTrial; ++i) deliver(c.pick(now));  // single copy after the trial
   ASSERT_EQ(c.current(), kStaged);
   // No wait for the next interval: the streamed way's trial follows at once.
   for (int i = 0; i < kTrial; ++i) ASSERT_EQ(c.pick(now), kStream) << i;
   for (int i = 0; i < kTrial; ++i) deliver(kStream);
+  for (int i = 0; i < kTrial; ++i) ASSERT_EQ(c.pick(now), kStaged) << i;
+  for (int i = 0; i < kTrial; ++i) deliver(kStaged);
   EXPECT_EQ(c.current(), kStream);
   EXPECT_NEAR(c.rate(kStream), 20.0, 0.01);
   EXPECT_NEAR(c.rate(kStaged), 10.0, 0.01);
@@ -256,6 +312,7 @@ TEST_F(Chooser3, ASpellGoesToTheFastestOtherModeAndBack) {
   runInterval();
   runInterval();
   runInterval();
+  runTrial();  // this interval's, so that what follows is between trials
   ASSERT_EQ(c.current(), kStaged);
   // Cross-core transfers slow down: the staged copy falls to 2, the streamed way keeps
   // 5.5, the kernel copy 5. The staged estimate passes below both figures at the same
@@ -282,6 +339,11 @@ TEST(ChooserWithoutSingle, WhereTheKernelRefusesChoosesBetweenTheStagedWays) {
   for (int i = 0; i < kTrial; ++i) {  // (the first, after a staged one, is not counted)
     now += 50'000;
     c.delivered(kStream, 1, kMsg, 50'000, now);
+  }
+  for (int i = 0; i < kTrial; ++i) {  // the staged messages after the trial
+    ASSERT_EQ(c.pick(now), kStaged);
+    now += 100'000;
+    c.delivered(kStaged, 1, kMsg, 100'000, now);
   }
   EXPECT_EQ(c.current(), kStream);
   // Every later interval tries the staged way, never the single copy.

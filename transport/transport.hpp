@@ -69,6 +69,9 @@ struct Xfer {
   // it, and a receive whose incoming message carries another fails with
   // collInvalidUsage naming both calls. 0: not stamped (matches anything).
   uint64_t call = 0;
+  // Sends: when it was posted, where the transport times its deliveries (shm links that
+  // choose the way by measurement); the transport's own.
+  uint64_t postedNs = 0;
 };
 
 class Link {

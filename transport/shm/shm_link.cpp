@@ -55,6 +55,7 @@ void ShmLink::postSend(Xfer* x) {
   if (!pending()) untimeStaged();
   x->done = 0;
   x->complete = false;
+  x->postedNs = adaptive_ && x->bytes >= p_.singleCopyMin && x->bytes > 0 ? nowNs() : 0;
   sendQ_.push(x);
   // Write it into the ring now (when nothing is queued ahead of it): the peer sees a small
   // message without waiting for our next progress() call.

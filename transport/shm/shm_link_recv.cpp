@@ -78,11 +78,12 @@ bool ShmLink::startRecord(Xfer* x, bool headCheck) {
   r.seq = static_cast<uint32_t>(d >> 32);
   checkRecord(r, x);
   ++recvSeq_;
-  if (adaptive_ && side_ == 1 && r.bytes >= p_.singleCopyMin && r.bytes > 0) {
+  if (adaptive_ && r.bytes >= p_.singleCopyMin && r.bytes > 0) {
     peerMode_ = r.tag == kTagSingle || r.tag == kTagPush ? CopyModeChooser::kSingle
                 : r.tag == kTagStream                    ? CopyModeChooser::kStream
                                                          : CopyModeChooser::kStaged;
     peerModeNs_ = nowNs();
+    if (resync_ && peerArrivedNs_ == 0 && r.bytes >= kArrivalTimedMin) peerArrivedNs_ = peerModeNs_;
   }
   if (r.tag == kTagSingle || r.tag == kTagPush) {
     raddr_ = r.addr;

@@ -1,6 +1,6 @@
 // All-gather for small blocks in ceil(log2 n) steps, for any n (Bruck's dissemination):
-// at step s a rank sends everything it holds to the rank 2^s before it in ring order
-// and receives as much from the rank 2^s after it. Blocks are collected in ring order
+// at step s a rank sends everything it holds to the rank 2^s before it in locality order
+// and receives as much from the rank 2^s after it. Blocks are collected in locality order
 // relative to this rank in scratch and put in place at the end.
 #include <algorithm>
 #include <cstring>
@@ -32,9 +32,9 @@ class RdAllGather final : public Algorithm {
       if (a.sendbuf != own) memcpy(own, a.sendbuf, blk);
       return;
     }
-    const patterns::RingLayout& ring = comm.costModel().ring();
-    const int me = ring.pos[comm.rank()];
-    // tmp block j holds the block of ring position me + j.
+    const patterns::RingLayout& lay = comm.costModel().locality();
+    const int me = lay.pos[comm.rank()];
+    // tmp block j holds the block of locality position me + j.
     char* tmp = static_cast<char*>(comm.scratch(static_cast<size_t>(n) * blk, 3));
     memcpy(tmp, a.sendbuf, blk);
     Progress pg(comm, "all-gather (rd)");
@@ -42,13 +42,13 @@ class RdAllGather final : public Algorithm {
     for (int have = 1, d = 1; have < n; d *= 2) {
       const int m = std::min(have, n - have);
       xs.assign(2, Xfer{});
-      pg.recv(ring.order[(me + d) % n], tmp + static_cast<size_t>(have) * blk, m * blk, &xs[0]);
-      pg.send(ring.order[(me - d % n + n) % n], tmp, m * blk, &xs[1]);
+      pg.recv(lay.order[(me + d) % n], tmp + static_cast<size_t>(have) * blk, m * blk, &xs[0]);
+      pg.send(lay.order[(me - d % n + n) % n], tmp, m * blk, &xs[1]);
       waitXfers(pg, xs);
       have += m;
     }
     for (int j = 0; j < n; ++j) {
-      char* dst = out + static_cast<size_t>(ring.order[(me + j) % n]) * blk;
+      char* dst = out + static_cast<size_t>(lay.order[(me + j) % n]) * blk;
       if (j > 0 || dst != a.sendbuf) memcpy(dst, tmp + static_cast<size_t>(j) * blk, blk);
     }
   }

@@ -1,11 +1,11 @@
 // Recursive halving-doubling all-reduce (Rabenseifner): a reduce-scatter by recursive
 // halving, then an all-gather by recursive doubling. Each rank moves 2(p-1)/p of the
 // buffer like the ring, but in 2 log2(p) steps instead of 2(p-1), so it wins at middle
-// sizes. Any number of ranks: the odd member of each of the first n - p2 ring-order pairs
+// sizes. Any number of ranks: the odd member of each of the first n - p2 locality-order pairs
 // folds its buffer into its neighbour first and gets the result back at the end.
 //
-// Steps run over ring-order positions with masks 1, 2, 4, ...: the first, largest
-// exchange is between ring neighbours (the same host, where the ring order allows).
+// Steps run over locality-order positions with masks 1, 2, 4, ...: the first, largest
+// exchange is between neighbours in that order (the same host, where it allows).
 //
 // Bit-identical results: after the halving every element has been reduced by exactly one
 // rank; the doubling and the final fold only copy.
@@ -43,8 +43,8 @@ class HdAllReduce final : public Algorithm {
       if (src != out) memcpy(out, src, bytes);
       return;
     }
-    const patterns::RingLayout& ring = comm.costModel().ring();
-    const int me = ring.pos[comm.rank()];
+    const patterns::RingLayout& lay = comm.costModel().locality();
+    const int me = lay.pos[comm.rank()];
     const patterns::HdRole role = patterns::hdRole(n, me);
     char* tmp = static_cast<char*>(comm.scratch(bytes, 3));
     Progress pg(comm, "all-reduce (hd)");
@@ -55,7 +55,7 @@ class HdAllReduce final : public Algorithm {
     // empty directions are skipped on both sides alike.
     auto exchange = [&](int peerPos, const void* from, size_t sbytes, void* into, size_t rbytes) {
       xs.assign(2, Xfer{});
-      int peer = ring.order[peerPos];
+      int peer = lay.order[peerPos];
       if (rbytes) pg.recv(peer, into, rbytes, &xs[0]);
       else xs[0].complete = true;
       if (sbytes) pg.send(peer, from, sbytes, &xs[1]);
@@ -114,7 +114,7 @@ class HdAllReduce final : public Algorithm {
       const int pv = role.vrank ^ (1 << s), peerPos = patterns::hdPosOfVrank(n, pv);
       auto [keepOff, keepCnt] = span(patterns::hdRangeAfter(role.p2, role.vrank, s + 1));
       auto [giveOff, giveCnt] = span(patterns::hdRangeAfter(role.p2, pv, s + 1));
-      halve(ring.order[peerPos], pv, src + giveOff * es, giveCnt, src + keepOff * es, out + keepOff * es, keepCnt);
+      halve(lay.order[peerPos], pv, src + giveOff * es, giveCnt, src + keepOff * es, out + keepOff * es, keepCnt);
       src = out;
     }
     if (a.op == collAvg) {

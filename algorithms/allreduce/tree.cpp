@@ -1,5 +1,5 @@
 // Pipelined double binary tree all-reduce. Each half of the buffer has its own binary
-// tree over the ring order; chunks are reduced on their way up to the tree's root and
+// tree over the locality order; chunks are reduced on their way up to the tree's root and
 // broadcast on their way down, all chunks and both trees in flight at once. Latency grows
 // with log2(n) instead of n, and because the second tree is the first one mirrored (or
 // shifted), a rank that forwards for one tree is mostly a leaf of the other.
@@ -44,7 +44,7 @@ struct PeerQ {
 };
 
 struct TreeState {
-  patterns::TreeNode node;  // ring positions
+  patterns::TreeNode node;  // locality-order positions
   size_t off = 0, cnt = 0, chunks = 0;
   size_t reduced = 0;       // chunks combined here (in order)
   size_t final = 0;         // chunks holding the final result here (in order)
@@ -60,8 +60,8 @@ class TreeRun {
     es_ = typeSize(a.dtype);
     ce_ = std::max<size_t>(1, pipelineChunkBytes(comm) / es_);
     depth_ = static_cast<size_t>(pipelineDepth(comm));
-    const patterns::RingLayout& ring = comm.costModel().ring();
-    const int me = ring.pos[comm.rank()];
+    const patterns::RingLayout& lay = comm.costModel().locality();
+    const int me = lay.pos[comm.rank()];
     stageDepth_ = depth_ + patterns::treeHeightBound(n_);
     Blocks halves = Blocks::split(a.count, 2);
     for (int t = 0; t < 2; ++t) {
@@ -70,7 +70,7 @@ class TreeRun {
       ts.off = halves.off(t);
       ts.cnt = halves.cnt(t);
       ts.chunks = (ts.cnt + ce_ - 1) / ce_;
-      schedule(t, ring);
+      schedule(t, lay);
     }
     for (PeerQ& q : peers_) {
       std::sort(q.sends.begin(), q.sends.end());
@@ -108,13 +108,13 @@ class TreeRun {
   }
 
   // This rank's messages of tree t, with the slot both ends compute for them.
-  void schedule(int t, const patterns::RingLayout& ring) {
+  void schedule(int t, const patterns::RingLayout& lay) {
     TreeState& ts = trees_[t];
     const long bound = patterns::treeHeightBound(n_);
     for (int j = 0; j < 2; ++j) {
       int c = ts.node.children[j];
       if (c < 0) continue;
-      ts.childQ[j] = queueOf(ring.order[c]);
+      ts.childQ[j] = queueOf(lay.order[c]);
       long childHeight = patterns::dtreeNode(n_, t, c).height;
       for (size_t k = 0; k < ts.chunks; ++k) {
         peers_[ts.childQ[j]].recvs.push_back({static_cast<long>(k) + childHeight, t, true, k});
@@ -122,7 +122,7 @@ class TreeRun {
       }
     }
     if (!ts.root()) {
-      ts.parentQ = queueOf(ring.order[ts.node.parent]);
+      ts.parentQ = queueOf(lay.order[ts.node.parent]);
       for (size_t k = 0; k < ts.chunks; ++k) {
         peers_[ts.parentQ].sends.push_back({static_cast<long>(k) + ts.node.height, t, true, k});
         peers_[ts.parentQ].recvs.push_back({static_cast<long>(k) + bound + ts.node.depth - 1, t, false, k});

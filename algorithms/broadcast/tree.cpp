@@ -1,4 +1,4 @@
-// Pipelined binary-tree broadcast over the ring order: the root's tree has depth
+// Pipelined binary-tree broadcast over the locality order: the root's tree has depth
 // log2(n), so the first chunk reaches every rank after log2(n) hops instead of the
 // chain's n - 1; each inner node forwards every chunk to two children, which halves its
 // link's throughput, so the chain stays better for large buffers.
@@ -30,8 +30,8 @@ class TreeBroadcast final : public Algorithm {
     char* out = static_cast<char*>(a.recvbuf);
     if (comm.rank() == a.root && a.sendbuf != a.recvbuf) memcpy(out, a.sendbuf, bytes);
     if (n == 1) return;
-    const patterns::RingLayout& ring = comm.costModel().ring();
-    const patterns::TreeNode node = patterns::rootedTreeNode(n, ring.pos[a.root], ring.pos[comm.rank()]);
+    const patterns::RingLayout& lay = comm.costModel().locality();
+    const patterns::TreeNode node = patterns::rootedTreeNode(n, lay.pos[a.root], lay.pos[comm.rank()]);
     const size_t chunk = pipelineChunkBytes(comm), depth = static_cast<size_t>(pipelineDepth(comm));
     const size_t nchunks = (bytes + chunk - 1) / chunk;
     auto len = [&](size_t k) { return std::min(chunk, bytes - k * chunk); };
@@ -45,14 +45,14 @@ class TreeBroadcast final : public Algorithm {
       bool acted = false;
       while (recvs && rPosted < nchunks && rPosted - rDone < depth) {
         // A leaf forwards nothing: its output is not read again here.
-        pg.recv(ring.order[node.parent], out + rPosted * chunk, len(rPosted), &rx[rPosted % depth], true,
+        pg.recv(lay.order[node.parent], out + rPosted * chunk, len(rPosted), &rx[rPosted % depth], true,
                 sTotal[0] + sTotal[1] == 0);
         ++rPosted;
         acted = true;
       }
       for (int j = 0; j < 2; ++j)  // a chunk is forwarded once it has arrived
         while (sPosted[j] < sTotal[j] && sPosted[j] - sDone[j] < depth && sPosted[j] < rDone) {
-          pg.send(ring.order[node.children[j]], out + sPosted[j] * chunk, len(sPosted[j]), &sx[j][sPosted[j] % depth]);
+          pg.send(lay.order[node.children[j]], out + sPosted[j] * chunk, len(sPosted[j]), &sx[j][sPosted[j] % depth]);
           ++sPosted[j];
           acted = true;
         }

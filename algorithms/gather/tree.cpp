@@ -2,7 +2,7 @@
 // sends all it holds (its own block and its subtree's, up to 2^k blocks, one message) to
 // its parent. log2(n) rounds instead of the direct gather's n - 1 messages at the root:
 // the choice for small blocks, where message costs dominate. Virtual ranks follow the
-// topology's ring order from the root, so most subtrees stay inside a host.
+// topology's locality order from the root, so most subtrees stay inside a host.
 //
 // A node collects its subtree in virtual-rank order (scratch); the root receives a
 // subtree straight into the output when its ranks are consecutive there, else into
@@ -35,10 +35,10 @@ class TreeGather final : public Algorithm {
       if (a.sendbuf != out) memcpy(out, a.sendbuf, block);
       return;
     }
-    const patterns::RingLayout& ring = comm.costModel().ring();
-    const int rootPos = ring.pos[a.root];
-    auto rankOf = [&](int v) { return ring.order[(rootPos + v) % n]; };
-    const int v = modRank(ring.pos[r] - rootPos, n);
+    const patterns::RingLayout& lay = comm.costModel().locality();
+    const int rootPos = lay.pos[a.root];
+    auto rankOf = [&](int v) { return lay.order[(rootPos + v) % n]; };
+    const int v = modRank(lay.pos[r] - rootPos, n);
     const patterns::BinomialNode node = patterns::binomialNode(n, v);
     Progress pg(comm, "gather (tree)");
     if (node.children.empty()) {  // a leaf sends its own block from where it is

@@ -19,6 +19,8 @@ RingLayout layoutOf(std::vector<int> order) {
 
 RingLayout ringLayout(const JobTopo& job) { return layoutOf(ringOrder(job)); }
 
+RingLayout localityLayout(const JobTopo& job) { return layoutOf(localityOrder(job)); }
+
 RingLayout identityLayout(int n) {
   std::vector<int> order(n);
   for (int i = 0; i < n; ++i) order[i] = i;
@@ -35,7 +37,7 @@ std::vector<int> HierLayout::column(int i) const {
 HierLayout hierLayout(const JobTopo& job, int rank) {
   HierLayout h;
   h.grid.resize(job.nhosts());
-  for (int r : ringOrder(job)) {
+  for (int r : localityOrder(job)) {
     int host = job.hostOf(r);
     if (r == rank) {
       h.host = host;

@@ -16,15 +16,18 @@ struct RingLayout {
   int prev(int p) const { return order[(p + order.size() - 1) % order.size()]; }
 };
 
-// The job's ring order (hosts contiguous, ranks sorted by locality inside a host).
+// The job's ring order (ringOrder: hosts contiguous, ranks sorted by locality inside a
+// host, each host's run ending next to its NIC), for rings and chains.
 RingLayout ringLayout(const JobTopo& job);
+// The job's locality order (localityOrder), for trees, halving and dissemination.
+RingLayout localityLayout(const JobTopo& job);
 // Identity order over n ranks (rank r at position r).
 RingLayout identityLayout(int n);
 // Inverts an order; throws collInvalidArgument unless it is a permutation of 0..n-1.
 RingLayout layoutOf(std::vector<int> order);
 
 // Hosts as rows of a grid: grid[h][i] is the rank with local index i on host h, local
-// indices following the ring order inside the host.
+// indices following the locality order inside the host.
 struct HierLayout {
   std::vector<std::vector<int>> grid;
   std::vector<int> leaders;  // per host: the topology's leader (best path to the NIC)

@@ -1,4 +1,4 @@
-// Pipelined binary-tree reduce over the ring order, toward the root: log2(n) hops of
+// Pipelined binary-tree reduce over the locality order, toward the root: log2(n) hops of
 // latency instead of the chain's n - 1. Each inner node combines its own chunk with its
 // children's in a fixed order (own, child 0, child 1) and passes the partial result up.
 #include <algorithm>
@@ -32,8 +32,8 @@ class TreeReduce final : public Algorithm {
       if (a.sendbuf != a.recvbuf) memcpy(a.recvbuf, a.sendbuf, a.count * es);
       return;
     }
-    const patterns::RingLayout& ring = comm.costModel().ring();
-    const patterns::TreeNode node = patterns::rootedTreeNode(n, ring.pos[a.root], ring.pos[comm.rank()]);
+    const patterns::RingLayout& lay = comm.costModel().locality();
+    const patterns::TreeNode node = patterns::rootedTreeNode(n, lay.pos[a.root], lay.pos[comm.rank()]);
     const bool isRoot = node.parent < 0;
     const int kids = node.numChildren();
     const size_t ce = std::max<size_t>(1, pipelineChunkBytes(comm) / es);
@@ -55,7 +55,7 @@ class TreeReduce final : public Algorithm {
       bool acted = false;
       for (int j = 0; j < 2; ++j)
         while (node.children[j] >= 0 && rPosted[j] < nchunks && rPosted[j] - reduced < depth) {
-          pg.recv(ring.order[node.children[j]], stage(j, rPosted[j]), len(rPosted[j]) * es, &rx[j][rPosted[j] % depth]);
+          pg.recv(lay.order[node.children[j]], stage(j, rPosted[j]), len(rPosted[j]) * es, &rx[j][rPosted[j] % depth]);
           ++rPosted[j];
           acted = true;
         }
@@ -75,7 +75,7 @@ class TreeReduce final : public Algorithm {
       while (sPosted < sTotal && sPosted < reduced && sPosted - sDone < depth) {
         // A leaf sends its own data; an inner node its partial result.
         const char* up = kids == 0 ? in + sPosted * ce * es : partial(sPosted);
-        pg.send(ring.order[node.parent], up, len(sPosted) * es, &sx[sPosted % depth]);
+        pg.send(lay.order[node.parent], up, len(sPosted) * es, &sx[sPosted % depth]);
         ++sPosted;
         acted = true;
       }

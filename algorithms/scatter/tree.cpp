@@ -2,7 +2,7 @@
 // subtree's blocks from its parent in one message, keeps its own and sends each child
 // its subtree's, the largest first. log2(n) rounds instead of the direct scatter's n - 1
 // messages at the root: the choice for small blocks. Virtual ranks follow the topology's
-// ring order from the root, so most subtrees stay inside a host.
+// locality order from the root, so most subtrees stay inside a host.
 //
 // A node holds its subtree in virtual-rank order (scratch); the root sends a subtree
 // straight from the input when its ranks are consecutive there, else from scratch, where
@@ -36,10 +36,10 @@ class TreeScatter final : public Algorithm {
       if (in != mine) memcpy(mine, in, block);
       return;
     }
-    const patterns::RingLayout& ring = comm.costModel().ring();
-    const int rootPos = ring.pos[a.root];
-    auto rankOf = [&](int v) { return ring.order[(rootPos + v) % n]; };
-    const int v = modRank(ring.pos[r] - rootPos, n);
+    const patterns::RingLayout& lay = comm.costModel().locality();
+    const int rootPos = lay.pos[a.root];
+    auto rankOf = [&](int v) { return lay.order[(rootPos + v) % n]; };
+    const int v = modRank(lay.pos[r] - rootPos, n);
     const patterns::BinomialNode node = patterns::binomialNode(n, v);
     Progress pg(comm, "scatter (tree)");
     if (v != 0 && node.children.empty()) {  // a leaf receives its block where it belongs

@@ -1,5 +1,6 @@
 // The job-level view built from every rank's placement: hosts, leaders, pair paths, rings.
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdio>
 #include <map>
@@ -169,18 +170,74 @@ JobTopo subJob(const JobTopo& job, const std::vector<int>& members) {
   return JobTopo(std::move(ps), job.table());
 }
 
+std::vector<int> nicEnds(const JobTopo& job, const std::vector<int>& local) {
+  const int n = static_cast<int>(local.size());
+  if (n < 3) return local;  // both ranks are ends either way
+  // Classes counted worst first, so that comparing two tallies compares the worst class
+  // first; slot 0 is a NIC end with no NIC known.
+  using Tally = std::array<int, kNumPathClasses + 1>;
+  auto worstFirst = [](int cls) { return kNumPathClasses - cls; };
+  auto nicClass = [&](int r) {
+    const RankPlacement& p = job.placement(r);
+    return p.nic >= 0 && p.nicPath < kNumPathClasses ? int(p.nicPath) : kNumPathClasses;
+  };
+  Tally cycle{};
+  for (int i = 0; i < n; ++i) ++cycle[worstFirst(int(job.pathClass(local[i], local[(i + 1) % n])))];
+  // Cutting the cycle before position k: the walk local[k..] + local[..k), entered at
+  // local[k] and left from local[k - 1].
+  auto tally = [&](int k) {
+    const int first = local[k], last = local[(k + n - 1) % n];
+    Tally hops = cycle, ends{};
+    --hops[worstFirst(int(job.pathClass(last, first)))];
+    ++ends[worstFirst(nicClass(first))];
+    ++ends[worstFirst(nicClass(last))];
+    for (size_t c = 0; c < hops.size(); ++c) hops[c] += ends[c];
+    return std::make_pair(hops, ends);
+  };
+  int best = 0;
+  auto bestTally = tally(0);
+  for (int k = 1; k < n; ++k) {
+    auto t = tally(k);
+    if (t < bestTally) best = k, bestTally = t;
+  }
+  std::vector<int> out(local.begin() + best, local.end());
+  out.insert(out.end(), local.begin(), local.begin() + best);
+  return out;
+}
+
+namespace {
+
+// One host's ranks sorted by locality (localityOrder).
+std::vector<int> byLocality(const JobTopo& job, const HostGroup& h) {
+  std::vector<int> local = h.ranks;
+  auto key = [&](int r) {
+    const RankPlacement& p = job.placement(r);
+    bool g = p.gpu >= 0;
+    return std::make_tuple(orUnknownLast(g ? p.gpuPackage : p.package), orUnknownLast(g ? p.gpuNuma : p.numa),
+                           g ? busKey(p.gpuBusId) : UINT64_MAX, orUnknownLast(p.firstCpu), r);
+  };
+  std::sort(local.begin(), local.end(), [&](int a, int b) { return key(a) < key(b); });
+  return local;
+}
+
+}  // namespace
+
+std::vector<int> localityOrder(const JobTopo& job) {
+  std::vector<int> order;
+  order.reserve(job.nranks());
+  for (const HostGroup& h : job.hosts()) {
+    std::vector<int> local = byLocality(job, h);
+    order.insert(order.end(), local.begin(), local.end());
+  }
+  return order;
+}
+
 std::vector<int> ringOrder(const JobTopo& job) {
   std::vector<int> order;
   order.reserve(job.nranks());
   for (const HostGroup& h : job.hosts()) {
-    std::vector<int> local = h.ranks;
-    auto key = [&](int r) {
-      const RankPlacement& p = job.placement(r);
-      bool g = p.gpu >= 0;
-      return std::make_tuple(orUnknownLast(g ? p.gpuPackage : p.package), orUnknownLast(g ? p.gpuNuma : p.numa),
-                             g ? busKey(p.gpuBusId) : UINT64_MAX, orUnknownLast(p.firstCpu), r);
-    };
-    std::sort(local.begin(), local.end(), [&](int a, int b) { return key(a) < key(b); });
+    std::vector<int> local = byLocality(job, h);
+    if (job.nhosts() > 1) local = nicEnds(job, local);
     order.insert(order.end(), local.begin(), local.end());
   }
   return order;

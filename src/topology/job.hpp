@@ -151,10 +151,30 @@ class JobTopo {
 // members[i] becomes rank i. Throws collInvalidArgument for a repeated or unknown rank.
 JobTopo subJob(const JobTopo& job, const std::vector<int>& members);
 
-// Ranks in ring order: hosts in host order, each host's ranks contiguous and sorted by
-// locality (package, NUMA node, GPU PCI bus id, first CPU, rank), so consecutive ranks
-// are as close as the host allows and each host is entered and left once.
+// Ranks by locality: hosts in host order, each host's ranks contiguous and sorted by
+// package, NUMA node, GPU PCI bus id, first CPU, rank, so that ranks close in the order
+// are close on the host. The tree, halving and dissemination algorithms and the
+// hierarchical grid place ranks by it (their partners are positions apart).
+std::vector<int> localityOrder(const JobTopo& job);
+
+// Ranks in ring order, which the rings and chains follow: the locality order, in which
+// consecutive ranks are as close as the host allows and each host is entered and left
+// once, with each host's run made to begin and end at ranks closest to their NIC when
+// the job spans hosts (nicEnds).
 std::vector<int> ringOrder(const JobTopo& job);
+
+// One host's ranks, already in locality order, as the walk a ring takes through the host
+// when the job spans hosts: the locality order cut open at the best place, so that its
+// first rank (which receives from the network) and its last (which sends on) are as
+// close to their NICs as the host allows without the walk costing more. Each cut is
+// rated by the classes of its hops plus the classes of its two ends' paths to their
+// NICs, worst class first; then by the ends alone; then the plain order wins ties.
+// Cutting a cycle keeps the rest of the locality order. With one NIC, the number of
+// inter-socket hops is the same wherever the cut is (the walk must reach the other
+// socket and come back), so the ends decide: the ring enters and leaves next to the
+// NIC, and the NIC's DMA and the network stack's copies stay on its node, where RDMA is
+// fastest (NCCL too starts and ends its rings at GPUs near the NIC).
+std::vector<int> nicEnds(const JobTopo& job, const std::vector<int>& local);
 
 // A table of hosts, leaders, per-rank placement and ring order, for collective-info and logs.
 std::string describeJob(const JobTopo& job);

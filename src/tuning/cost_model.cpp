@@ -285,7 +285,9 @@ CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nr
   groups.localInKernel = p.localInKernel;
   const int n = n_;
   ring_ = patterns::ringLayout(job);
+  locality_ = patterns::localityLayout(job);
   const patterns::RingLayout& ring = ring_;
+  const patterns::RingLayout& loc = locality_;
   const patterns::RingLayout ident = patterns::identityLayout(n);
   ringHop_ = flowsHop(job, ringFlows(ring.order), p_.netMsgUs, &groups);
   ringRank_ = flowsHop(job, ringFlows(ident.order), p_.netMsgUs, &groups);
@@ -319,13 +321,13 @@ CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nr
   std::vector<int> up, down;
   for (int m = 1; m < p2; m <<= 1) up.push_back(m);
   down.assign(up.rbegin(), up.rend());
-  hdSteps_ = hdHops(job, ring.order, up, p_.netMsgUs, groups, &hdFold_, &hdFolds_);
+  hdSteps_ = hdHops(job, loc.order, up, p_.netMsgUs, groups, &hdFold_, &hdFolds_);
   hdRankSteps_ = hdHops(job, ident.order, down, p_.netMsgUs, groups, &hdRankFold_, &hdRankFolds_);
   std::vector<std::pair<int, int>> treeEdges, rootedEdges;
   for (int t = 0; t < 2; ++t)
     for (int pos = 0; pos < n; ++pos) {
       patterns::TreeNode node = patterns::dtreeNode(n, t, pos);
-      if (node.parent >= 0) treeEdges.push_back({ring.order[pos], ring.order[node.parent]});
+      if (node.parent >= 0) treeEdges.push_back({loc.order[pos], loc.order[node.parent]});
     }
   // The rooted tree's edges, and each root-to-leaf path edge by edge (a parent's flows to
   // its two children share its link).
@@ -335,7 +337,7 @@ CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nr
   for (int pos = 0; pos < n; ++pos) {
     std::vector<std::pair<int, int>> kids;
     for (int c : nodes[pos].children)
-      if (c >= 0) kids.push_back({ring.order[pos], ring.order[c]});
+      if (c >= 0) kids.push_back({loc.order[pos], loc.order[c]});
     rootedEdges.insert(rootedEdges.end(), kids.begin(), kids.end());
     fromParent.push_back(flowsHop(job, kids, p_.netMsgUs, &groups));
   }
@@ -362,10 +364,10 @@ CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nr
     }
     treeMsgsPerChunk_ = std::max(treeMsgsPerChunk_, msgs);
   }
-  // Gather and scatter rooted at ring position 0; the tree's virtual ranks are positions.
+  // Gather and scatter rooted at position 0; the tree's virtual ranks are positions.
   std::vector<std::pair<int, int>> fanAll, fanNet;
   for (int pos = 1; pos < n; ++pos) {
-    const int a = ring.order[pos], root = ring.order[0];
+    const int a = loc.order[pos], root = loc.order[0];
     fanAll.push_back({a, root});
     if (job.hostOf(a) != job.hostOf(root)) fanNet.push_back({a, root});
     else fanLocalUsPerByte_ += 1.0 / (std::max(1e-6, job.link(a, root).bwGBs) * 1e3);
@@ -376,14 +378,14 @@ CostModel::CostModel(const JobTopo& job, const CostParams& p) : p_(p), n_(job.nr
     std::vector<std::pair<int, int>> round;
     int most = 0;
     for (int v = mask; v < n; v += 2 * mask) {
-      round.push_back({ring.order[v], ring.order[v - mask]});
+      round.push_back({loc.order[v], loc.order[v - mask]});
       most = std::max(most, patterns::binomialSpan(n, v));
     }
     binomialRounds_.push_back({flowsHop(job, round, p_.netMsgUs, &groups), most});
   }
   for (int d = 1; d < n; d *= 2) {
     std::vector<std::pair<int, int>> step;
-    for (int pos = 0; pos < n; ++pos) step.push_back({ring.order[pos], ring.order[(pos - d % n + n) % n]});
+    for (int pos = 0; pos < n; ++pos) step.push_back({loc.order[pos], loc.order[(pos - d % n + n) % n]});
     bruckSteps_.push_back(flowsHop(job, step, p_.netMsgUs, &groups));
   }
 }

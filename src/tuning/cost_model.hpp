@@ -148,9 +148,11 @@ class CostModel {
   double estimate(OpKind kind, const std::string& algo, size_t bytes) const;
   const CostParams& params() const { return p_; }
   const HierModel& hier() const { return hier_; }
-  // The topology's ring order (patterns::ringLayout), which the ring-order algorithms
-  // look up per call.
+  // The topology's ring order (patterns::ringLayout), which the rings and chains look up
+  // per call, and its locality order (patterns::localityLayout), by which the tree,
+  // halving and dissemination algorithms place ranks.
   const patterns::RingLayout& ring() const { return ring_; }
+  const patterns::RingLayout& locality() const { return locality_; }
 
  private:
   double allReduce(const std::string& algo, double s) const;
@@ -164,6 +166,7 @@ class CostModel {
   CostParams p_;
   int n_ = 1;
   patterns::RingLayout ring_;
+  patterns::RingLayout locality_;
   Hop ringHop_;                  // ring-order ring (ring and chain algorithms follow it)
   Hop ringRank_;                 // rank-order ring (pairwise all-to-all's first step)
   std::vector<Hop> chainHops_;   // each edge of a chain along the ring order, alone
@@ -171,7 +174,7 @@ class CostModel {
   Hop oneshot_;                  // every rank to every other at once
   Hop oneshotNet_;               // the inter-host flows of that stage alone
   double oneshotLocalUsPerByte_ = 0;  // one rank's copies to its same-host peers, per byte
-  std::vector<Hop> hdSteps_;     // ring-order halving steps (mask 1, 2, ...)
+  std::vector<Hop> hdSteps_;     // locality-order halving steps (mask 1, 2, ...)
   Hop hdFold_;
   bool hdFolds_ = false;
   Hop tree_;                     // double binary tree edges
@@ -184,11 +187,11 @@ class CostModel {
   std::vector<TreePath> rootedPaths_;
   int treeDepth_ = 0;
   int treeMsgsPerChunk_ = 0;     // messages (sends + receives) per chunk at the busiest rank
-  std::vector<Hop> bruckSteps_;  // all-gather dissemination steps over ring order
+  std::vector<Hop> bruckSteps_;  // all-gather dissemination steps over locality order
   std::vector<Hop> hdRankSteps_; // reduce-scatter halving over rank order (mask p2/2 ... 1)
   Hop hdRankFold_;
   bool hdRankFolds_ = false;
-  // Gather and scatter, rooted at ring position 0 (flows toward the root; a scatter's
+  // Gather and scatter, rooted at locality position 0 (flows toward the root; a scatter's
   // run the other way at the same cost). Direct: every rank with the root at once, the
   // root copying its same-host peers' blocks one after the other (us per byte) while the
   // network ones arrive over its link.

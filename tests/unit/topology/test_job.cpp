@@ -331,9 +331,14 @@ TEST(TopoJob, CpuServersNicAffinity) {
   EXPECT_EQ(job.leaders(), (std::vector<int>{0, 7}));
   EXPECT_EQ(static_cast<PathClass>(job.placement(1).nicPath), PathClass::CrossSocket);
   EXPECT_EQ(static_cast<PathClass>(job.placement(5).nicPath), PathClass::Package);
+  // Each host's run starts at its rank on the NIC's node (X: 0, Y: 7) and ends at the
+  // rank on the NIC's socket (X: 2, Y: 5), the other ranks in NUMA order in between; in
+  // plain locality order (6 4 2 0 | 1 3 5 7) the network fed ranks on the far socket.
   std::vector<int> ring = ringOrder(job);
-  EXPECT_EQ(ring, (std::vector<int>{6, 4, 2, 0, 1, 3, 5, 7}));
+  EXPECT_EQ(ring, (std::vector<int>{0, 6, 4, 2, 7, 1, 3, 5}));
   expectHostsContiguous(job, ring);
+  for (int r : {0, 7}) EXPECT_EQ(static_cast<PathClass>(job.placement(r).nicPath), PathClass::Numa) << r;
+  for (int r : {2, 5}) EXPECT_EQ(static_cast<PathClass>(job.placement(r).nicPath), PathClass::Package) << r;
   EXPECT_EQ(job.pathClass(6, 4), PathClass::Package);
   EXPECT_EQ(job.pathClass(4, 2), PathClass::CrossSocket);
   EXPECT_EQ(job.pathClass(2, 0), PathClass::Package);
@@ -367,6 +372,77 @@ TEST(TopoJob, CpuServersNicAffinity) {
   EXPECT_EQ(loose.pathClass(2, 6), PathClass::Package);
   EXPECT_EQ(loose.pathClass(4, 6), PathClass::CrossSocket);
   expectHostsContiguous(loose, ringOrder(loose));
+}
+
+// Two ranks on each NUMA node of two EPYC hosts (one NIC, on NUMA node 3): each host's
+// run is its locality order cut between the two ranks on the NIC's node, so both ends sit
+// there; the inter-socket hops stay two, as in the plain order.
+TEST(TopoJob, RingEndsNextToTheNic) {
+  HostTopo t = loadXml(dataFile("epyc_nps2_eth.xml"));
+  auto half = [](const std::vector<int>& c, int h) {
+    const size_t mid = c.size() / 2;
+    return h == 0 ? std::vector<int>(c.begin(), c.begin() + mid) : std::vector<int>(c.begin() + mid, c.end());
+  };
+  std::vector<RankPlacement> ps;
+  for (int r = 0; r < 16; ++r) ps.push_back(place(t, r, r < 8 ? "X" : "Y", half(t.numas[(r % 8) / 2].cpus, r % 2)));
+  JobTopo job(ps, LinkTable::defaults());
+  std::vector<int> ring = ringOrder(job);
+  EXPECT_EQ(ring, (std::vector<int>{7, 0, 1, 2, 3, 4, 5, 6, 15, 8, 9, 10, 11, 12, 13, 14}));
+  expectHostsContiguous(job, ring);
+  for (int r : {6, 7, 14, 15}) EXPECT_EQ(static_cast<PathClass>(job.placement(r).nicPath), PathClass::Numa) << r;
+  auto crossSocketHops = [&](const std::vector<int>& order, int from, int to) {
+    int c = 0;
+    for (int i = from; i + 1 < to; ++i) c += job.pathClass(order[i], order[i + 1]) == PathClass::CrossSocket;
+    return c;
+  };
+  EXPECT_EQ(crossSocketHops(ring, 0, 8), 2);
+  // The trees and halving keep the plain locality order.
+  EXPECT_EQ(localityOrder(job), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}));
+
+  // One host: no network hop to place.
+  std::vector<RankPlacement> one(ps.begin(), ps.begin() + 8);
+  EXPECT_EQ(ringOrder(JobTopo(one, LinkTable::defaults())), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+
+  // All ranks of a host equally far from the NIC (NUMA node 0): nothing moves.
+  std::vector<RankPlacement> far;
+  for (int r = 0; r < 6; ++r) far.push_back(place(t, r, r < 3 ? "X" : "Y", {t.numas[0].cpus[r % 3]}));
+  EXPECT_EQ(ringOrder(JobTopo(far, LinkTable::defaults())), (std::vector<int>{0, 1, 2, 3, 4, 5}));
+
+  // Two ranks on a host are both ends whatever their order; a host without NIC
+  // information keeps its CPU order.
+  HostTopo plain = hostOnly();
+  std::vector<RankPlacement> mixed{place(t, 0, "X", half(t.numas[3].cpus, 0)), place(t, 1, "X", half(t.numas[0].cpus, 0)),
+                                   place(plain, 2, "Y", {3}), place(plain, 3, "Y", {1}), place(plain, 4, "Y", {2})};
+  EXPECT_EQ(ringOrder(JobTopo(mixed, LinkTable::defaults())), (std::vector<int>{1, 0, 3, 4, 2}));
+}
+
+// NICs on both sockets. CPU ranks on gpu8_ib4 (HCAs on both NUMA nodes): every rank has
+// one on its own node, so no cut beats the plain order. The EPYC host with a second port
+// on NUMA node 1, one rank per node: the ranks on nodes 1 and 3 are next to a NIC, but
+// a walk that starts and ends at them crosses the sockets three times instead of once
+// (1 2 0 3), so the plain order stays.
+TEST(TopoJob, RingOrderWithNicsOnBothSockets) {
+  HostTopo t = loadXml(dataFile("gpu8_ib4.xml"));
+  std::vector<RankPlacement> ps;
+  for (int r = 0; r < 8; ++r) ps.push_back(place(t, r, r < 4 ? "A" : "B", {t.numas[(r % 4) / 2].cpus[r % 2]}, -1, r % 4));
+  JobTopo job(ps, LinkTable::defaults());
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(static_cast<PathClass>(job.placement(r).nicPath), PathClass::Numa) << r;
+  EXPECT_EQ(ringOrder(job), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+
+  HostTopo epyc = loadXml(dataFile("epyc_nps2_eth.xml"));
+  ASSERT_EQ(epyc.nics.size(), 1u);
+  NicInfo second = epyc.nics[0];
+  second.name = second.netdev = "ens2f0";
+  second.busId.clear();
+  second.pciPath.clear();
+  second.loc = {epyc.numas[1].package, 1};
+  epyc.nics.push_back(second);
+  std::vector<RankPlacement> two;
+  for (int r = 0; r < 8; ++r) two.push_back(place(epyc, r, r < 4 ? "X" : "Y", epyc.numas[r % 4].cpus));
+  JobTopo both(two, LinkTable::defaults());
+  EXPECT_EQ(static_cast<PathClass>(both.placement(1).nicPath), PathClass::Numa);
+  EXPECT_EQ(static_cast<PathClass>(both.placement(0).nicPath), PathClass::Package);
+  EXPECT_EQ(ringOrder(both), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
 }
 
 #endif

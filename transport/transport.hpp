@@ -128,6 +128,7 @@ struct TransportContext {
   const uint8_t* secret = nullptr;     // 32-byte job secret; connections must prove it
   const std::atomic<bool>* cancel = nullptr;  // waits for peers fail once it turns true
   sockaddr_storage root{};             // the rendezvous root: pick interfaces that reach it
+  std::string nic;                     // the NIC the topology chose for this rank ("" none)
   double timeoutSec = 300;
 };
 

@@ -213,6 +213,7 @@ void Comm::connectTransports() {
   ctx.timeoutSec = timeoutSec_;
   ctx.cancel = cancelForming_;
   ctx.root = id_.root;
+  ctx.nic = topo_.placement(rank_).nicName;
   char tag[32];
   snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(id_.jobNonce));
   ctx.jobTag = tag;

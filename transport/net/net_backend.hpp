@@ -38,6 +38,11 @@ struct Backend {
 // loadable plugin of this interface version (the user asked for it explicitly).
 const Backend* backendFor(const Config& cfg, std::string* why);
 
+// The device a rank uses: among those that are the NIC the topology chose for it (`nic`,
+// a verbs device name such as "mlx5_0", which names the device's ports "mlx5_0:1",
+// "mlx5_0:2"), else among all, the one numbered like its local rank. -1 without devices.
+int pickDevice(const std::vector<collNetProperties_t>& devices, const std::string& nic, int localRank);
+
 // Tests: use `api` (initialised on first use) in place of whatever COLL_NET and
 // COLL_NET_PLUGIN say; nullptr restores the normal choice.
 void setBackendForTesting(const collNetPlugin_v1_t* api);

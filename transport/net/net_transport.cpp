@@ -7,6 +7,7 @@
 //      no message leaves before its receiver is ready.
 // A rank that fails a step says so in its row, so every rank fails the setup together
 // with the reason instead of waiting for a row that never comes.
+#include <algorithm>
 #include <cstring>
 
 #include "bootstrap/bootstrap.hpp"
@@ -81,12 +82,23 @@ class Rows {
   std::vector<uint8_t> mine_, all_;
 };
 
-// The device for this rank: ranks of one host spread over the devices in rank order.
-int pickDevice(const TransportContext& ctx, int ndev) {
+// This rank's index among the ranks of its host.
+int localRankOf(const TransportContext& ctx) {
   int local = 0;
   for (int r = 0; r < ctx.rank; ++r)
     if (ctx.hostIds[r] == ctx.hostIds[ctx.rank]) ++local;
-  return local % ndev;
+  return local;
+}
+
+// The device this rank uses: the topology's NIC for it where the backend has it, so that
+// the traffic goes where the cost model and the choice of leaders assumed it would.
+int deviceFor(const TransportContext& ctx, const Backend& b) {
+  const int dev = pickDevice(b.devices, ctx.nic, localRankOf(ctx));
+  const std::string name = b.devices[dev].name;
+  if (!ctx.nic.empty() && name.substr(0, name.find(':')) != ctx.nic)
+    COLL_INFO("net: %s has no device for the NIC the topology chose (%s); rank %d uses %s", b.name.c_str(),
+              ctx.nic.c_str(), ctx.rank, name.c_str());
+  return dev;
 }
 
 class NetTransport : public Transport {
@@ -111,7 +123,7 @@ class NetTransport : public Transport {
       }
     }
     Endpoints ep(b, n);
-    const int dev = b ? pickDevice(ctx, static_cast<int>(b->devices.size())) : 0;
+    const int dev = b ? deviceFor(ctx, *b) : 0;
     auto step = [&](const char* what, auto&& call) {
       for (int p : peers) {
         if (call(p) != 0) {
@@ -151,6 +163,19 @@ class NetTransport : public Transport {
 };
 
 }  // namespace
+
+int pickDevice(const std::vector<collNetProperties_t>& devices, const std::string& nic, int localRank) {
+  if (devices.empty()) return -1;
+  std::vector<int> match;
+  for (size_t i = 0; i < devices.size() && !nic.empty(); ++i) {
+    const std::string name = devices[i].name;
+    if (name.substr(0, name.find(':')) == nic) match.push_back(static_cast<int>(i));
+  }
+  const int local = std::max(localRank, 0);
+  if (match.empty()) return local % static_cast<int>(devices.size());
+  return match[static_cast<size_t>(local) % match.size()];
+}
+
 }  // namespace net
 
 std::unique_ptr<Transport> makeNetTransport() { return std::make_unique<net::NetTransport>(); }

@@ -12,6 +12,7 @@
 #include "collective.h"
 #include "core/error.hpp"
 #include "tests/unit/collectives/harness.hpp"
+#include "transport/net/net_backend.hpp"
 #include "transport/transport.hpp"
 
 namespace {
@@ -105,6 +106,32 @@ InitOutcome tryInit(int n) {
     if (comms[r]) collCommDestroy(comms[r]);
   });
   return o;
+}
+
+collNetProperties_t device(const char* name) {
+  collNetProperties_t p{};
+  snprintf(p.name, sizeof p.name, "%s", name);
+  p.maxRequests = 1;
+  return p;
+}
+
+// A rank uses the NIC the topology chose for it (which the cost model priced and the
+// leaders were chosen by), spread over that NIC's ports; where the backend has no such
+// device (another machine's topology file, a plugin's own names), over all devices.
+TEST(NetTransport, TheRankUsesTheTopologysNic) {
+  const std::vector<collNetProperties_t> devs{device("mlx5_0:1"), device("mlx5_1:1"), device("mlx5_2:1"),
+                                              device("mlx5_2:2"), device("mlx5_10:1")};
+  EXPECT_EQ(coll::net::pickDevice(devs, "mlx5_1", 0), 1);
+  EXPECT_EQ(coll::net::pickDevice(devs, "mlx5_1", 3), 1) << "local rank 3 would be mlx5_2:2 by rotation";
+  EXPECT_EQ(coll::net::pickDevice(devs, "mlx5_2", 0), 2);
+  EXPECT_EQ(coll::net::pickDevice(devs, "mlx5_2", 1), 3);
+  EXPECT_EQ(coll::net::pickDevice(devs, "mlx5_2", 2), 2);
+  EXPECT_EQ(coll::net::pickDevice(devs, "mlx5_10", 0), 4);
+  EXPECT_EQ(coll::net::pickDevice(devs, "mlx5_", 1), 1) << "a prefix of a name is not the name";
+  EXPECT_EQ(coll::net::pickDevice(devs, "", 7), 2);
+  EXPECT_EQ(coll::net::pickDevice(devs, "eth0", 4), 4);
+  EXPECT_EQ(coll::net::pickDevice({device("ucx:tcp")}, "mlx5_0", 5), 0);
+  EXPECT_EQ(coll::net::pickDevice({}, "mlx5_0", 0), -1);
 }
 
 TEST(NetTransport, WithoutABackendEveryRankFailsAndSaysWhy) {

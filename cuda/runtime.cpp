@@ -29,6 +29,37 @@ int deviceCount() {
 
 bool cudaAvailable() { return deviceCount() > 0; }
 
+std::string currentDeviceBusId() {
+  if (!cudaAvailable()) return "";
+  // cuCtxGetCurrent from the driver, reached through the runtime so that the library
+  // needs no libcuda at link time. CUresult is an int enum, CUcontext a pointer.
+  using CtxGetCurrent = int (*)(void**);
+  static const CtxGetCurrent getCurrent = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found);
+#else
+    const cudaError_t e = cudaGetDriverEntryPoint("cuCtxGetCurrent", &fn, cudaEnableDefault, &found);
+#endif
+    if (e != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      COLL_INFO("CUDA: cuCtxGetCurrent not found (%s); ranks are not bound to a GPU", cudaGetErrorString(e));
+      return CtxGetCurrent{nullptr};
+    }
+    return reinterpret_cast<CtxGetCurrent>(fn);
+  }();
+  void* ctx = nullptr;
+  if (!getCurrent || getCurrent(&ctx) != 0 || !ctx) return "";
+  int device = -1;
+  char busId[32] = {};
+  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetPCIBusId(busId, sizeof busId, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "";
+  }
+  return busId;
+}
+
 bool isDevicePointer(const void* p) {
   if (!p || !cudaAvailable()) return false;
   cudaPointerAttributes attr{};

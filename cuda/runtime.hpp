@@ -19,6 +19,13 @@ bool cudaAvailable();
 // Device count, 0 when cudaAvailable() is false.
 int deviceCount();
 
+// The PCI bus id ("0000:19:00.0") of the device current in the calling thread, where the
+// thread has a CUDA context current, that is, where the application has chosen its
+// device (cudaSetDevice makes its primary context current) as NCCL requires before
+// creating a communicator. "" where there is no device or no current context: a CPU job
+// on a GPU server is then not bound to device 0, which cudaGetDevice reports by default.
+std::string currentDeviceBusId();
+
 // True for device and managed memory (both need stream-ordered staging); false for host
 // memory (pageable or pinned), null, or when there is no device.
 bool isDevicePointer(const void* p);

@@ -8,6 +8,7 @@
 #include <span>
 
 #include "bootstrap/protocol.hpp"
+#include "coll_config.h"
 #include "core/call_sig.hpp"
 #include "core/config_agree.hpp"
 #include "core/error.hpp"
@@ -23,12 +24,17 @@
 #include "topology/topology.hpp"
 #include "transport/net/net_backend.hpp"
 #include "tuning/cost_model.hpp"
+#if COLL_HAVE_CUDA
+#include "cuda/runtime.hpp"
+#endif
 
 namespace coll {
 
 COLL_PARAM(kTimeout, "COLL_TIMEOUT", "300", "seconds any wait may last before it fails with collTimeout");
 COLL_PARAM(kTransport, "COLL_TRANSPORT", "auto", "auto (shm within a host; across hosts a network backend (COLL_NET) where every rank of a pair has the same one, else tcp), or force tcp|shm|net");
 COLL_PARAM(kHealthMs, "COLL_HEALTH_CHECK_MS", "20", "how often idle waiters ask the bootstrap for failures");
+COLL_PARAM(kRankGpu, "COLL_RANK_GPU", "auto",
+           "the GPU each rank drives, for the topology: auto (the CUDA device current when the communicator is created, if the application made one current), local-rank (the GPU numbered like the local rank), or none");
 
 namespace {
 
@@ -175,7 +181,13 @@ void Comm::discoverTopology() {
     local = it->second;
   }
   localNet_ = interHostInterface();
-  topo_ = exchangeJobTopo(*boot_, local, LinkTable::fromConfig(cfg_), -1, localNet_);
+  const std::string& gpuMode = cfg_.getStr(kRankGpu);
+  std::string busId;
+#if COLL_HAVE_CUDA
+  if (gpuMode == "auto") busId = cuda::currentDeviceBusId();
+#endif
+  const int gpu = rankGpu(local, gpuMode, hostLocalRank(boot_->peers(), rank_), busId);
+  topo_ = exchangeJobTopo(*boot_, local, LinkTable::fromConfig(cfg_), gpu, localNet_);
   ringOrder_ = coll::ringOrder(topo_);
   ringPos_ = rank_;
   bool identity = true;

@@ -27,12 +27,12 @@
 #include "tools/info_print.hpp"
 #include "topology/exchange.hpp"
 #include "topology/job.hpp"
+#include "tuning/select.hpp"
 
 namespace {
 
 struct Args {
   bool standalone = false;
-  bool gpusByLocalRank = false;
   bool help = false;
   std::vector<size_t> counts;  // of the algorithm table; empty: the default set
 };
@@ -41,10 +41,10 @@ const char* kUsage =
     "usage: collective-info [--topo FILE.xml] [--gpus-by-local-rank] [--standalone] [--counts N,N,...]\n"
     "  --topo FILE           describe the machine in this hwloc XML file (sets COLL_TOPO_FILE)\n"
     "  --gpus-by-local-rank  give each rank the GPU numbered like its local rank (modulo the\n"
-    "                        host's GPUs), as a one-GPU-per-rank launch would\n"
+    "                        host's GPUs), as a one-GPU-per-rank launch would (COLL_RANK_GPU=local-rank)\n"
     "  --standalone          do not join a job even when launched by collectiverun or mpirun\n"
     "  --counts N,N,...      float32 counts of the algorithm table (default 1 to 256 Mi)\n"
-    "Environment: COLL_TOPO_FILE, COLL_TOPO_DUMP_FILE, COLL_HOST_ID, COLL_TOPO_LINK_BW/_LAT.\n";
+    "Environment: COLL_TOPO_FILE, COLL_TOPO_DUMP_FILE, COLL_HOST_ID, COLL_RANK_GPU, COLL_TOPO_LINK_BW/_LAT.\n";
 
 std::vector<size_t> parseCounts(const std::string& list) {
   std::vector<size_t> out;
@@ -70,7 +70,7 @@ Args parseArgs(int argc, char** argv) {
     std::string s = argv[i];
     if (s == "--help" || s == "-h") a.help = true;
     else if (s == "--standalone") a.standalone = true;
-    else if (s == "--gpus-by-local-rank") a.gpusByLocalRank = true;
+    else if (s == "--gpus-by-local-rank") setenv("COLL_RANK_GPU", "local-rank", 1);  // the communicator's too
     else if ((s == "--topo" || s == "--counts") && i + 1 == argc)
       COLL_THROW(collInvalidArgument, s, " needs a value\n", kUsage);
     else if (s == "--topo") setenv("COLL_TOPO_FILE", argv[++i], 1);
@@ -82,14 +82,15 @@ Args parseArgs(int argc, char** argv) {
 
 bool launchedAsJob() { return getenv("COLL_SIZE") || getenv("OMPI_COMM_WORLD_SIZE"); }
 
-// This process as rank 0 of a job of its own.
-coll::PlacementInput standaloneInput(const coll::HostTopo& topo, bool gpuByLocal) {
+// This process as rank 0 of a job of its own, with the GPU COLL_RANK_GPU gives local rank
+// 0 (the tool makes no device current, so "auto" gives none).
+coll::PlacementInput standaloneInput(const coll::HostTopo& topo, const coll::Config& cfg) {
   coll::PlacementInput in;
   in.hostId = coll::localHostId();
   in.hostname = topo.hostname;
   in.pid = static_cast<int>(getpid());
   in.cpus = coll::boundCpus();
-  if (gpuByLocal && !topo.gpus.empty()) in.gpu = 0;
+  in.gpu = coll::rankGpu(topo, cfg.getStr("COLL_RANK_GPU"), 0, "");
   return in;
 }
 
@@ -98,24 +99,23 @@ void printHost(std::ostream& os, const coll::HostTopo& topo, const coll::LinkTab
   coll::tools::printLinkTable(os, table);
 }
 
-int runStandalone(const Args& a, const coll::Config& cfg) {
+int runStandalone(const coll::Config& cfg) {
+  coll::Selector check(cfg);  // a bad COLL_ALGO is reported here as it would be in a job
   coll::HostTopo topo = coll::discoverLocal(cfg);
   coll::LinkTable table = coll::LinkTable::fromConfig(cfg);
+  coll::JobTopo job({coll::makePlacement(topo, standaloneInput(topo, cfg))}, table);
   printHost(std::cout, topo, table);
   coll::tools::printNetBackend(std::cout, cfg);
-  coll::JobTopo job({coll::makePlacement(topo, standaloneInput(topo, a.gpusByLocalRank))}, table);
   std::cout << "this process:\n" << coll::describeJob(job);
   return 0;
 }
 
-// The same exchange the communicator uses, over the job's bootstrap.
+// The communicator's own view of the job: the one its algorithm choices come from.
 void printJob(const Args& a, const coll::Config& cfg, collComm_t handle) {
   coll::Comm& comm = *coll::liveComm(handle).impl;
   coll::HostTopo topo = coll::discoverLocal(cfg);
   coll::LinkTable table = coll::LinkTable::fromConfig(cfg);
-  int local = coll::hostLocalRank(comm.peers(), comm.rank());
-  int gpu = a.gpusByLocalRank && !topo.gpus.empty() ? local % static_cast<int>(topo.gpus.size()) : -1;
-  coll::JobTopo job = coll::exchangeJobTopo(comm.bootstrap(), topo, table, gpu, comm.localNet());
+  const coll::JobTopo& job = comm.topology();
   if (comm.rank() == 0) {
     std::ostringstream os;
     os << "(topology of rank 0's host)\n";
@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     coll::Config cfg = coll::Config::fromEnv();
-    return a.standalone || !launchedAsJob() ? runStandalone(a, cfg) : runJob(a, cfg);
+    return a.standalone || !launchedAsJob() ? runStandalone(cfg) : runJob(a, cfg);
   } catch (const coll::Error& e) {
     fprintf(stderr, "collective-info: %s\n", e.what());
     return e.code() == collInvalidArgument ? 2 : 1;

@@ -1,5 +1,6 @@
 #include "topology/exchange.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -70,6 +71,24 @@ int findGpuByBusId(const HostTopo& topo, const std::string& busId) {
   for (size_t i = 0; i < topo.gpus.size(); ++i)
     if (parseBusId(topo.gpus[i].busId, have) && memcmp(want, have, sizeof want) == 0) return static_cast<int>(i);
   return -1;
+}
+
+int rankGpu(const HostTopo& topo, const std::string& mode, int localRank, const std::string& currentBusId) {
+  if (mode == "none") return -1;
+  if (mode == "local-rank") {
+    if (topo.gpus.empty()) {
+      COLL_INFO("topology: COLL_RANK_GPU=local-rank, but the host has no GPUs");
+      return -1;
+    }
+    return std::max(localRank, 0) % static_cast<int>(topo.gpus.size());
+  }
+  COLL_CHECK_ARG(mode == "auto", "COLL_RANK_GPU='", mode, "': expected auto, local-rank or none");
+  if (currentBusId.empty()) return -1;
+  const int gpu = findGpuByBusId(topo, currentBusId);
+  if (gpu < 0)
+    COLL_INFO("topology: the current CUDA device %s is not among the topology's %zu GPUs; no GPU for this rank",
+              currentBusId.c_str(), topo.gpus.size());
+  return gpu;
 }
 
 }  // namespace coll

@@ -26,4 +26,12 @@ JobTopo exchangeJobTopo(Bootstrap& boot, const HostTopo& topo, const LinkTable& 
 // NVML's "00000000:19:00.0" and either case.
 int findGpuByBusId(const HostTopo& topo, const std::string& busId);
 
+// The index of the GPU a rank drives on `topo`, by COLL_RANK_GPU (`mode`): "auto", the
+// device current in the thread that creates the communicator (`currentBusId`, "" when
+// none: see cuda::currentDeviceBusId), looked up by bus id (-1 when the topology lacks
+// it, as with another machine's COLL_TOPO_FILE); "local-rank", the GPU numbered like the
+// rank's local rank modulo the host's GPUs (a GPU per rank, and planning on a stored
+// topology); "none", -1. Throws collInvalidArgument for anything else.
+int rankGpu(const HostTopo& topo, const std::string& mode, int localRank, const std::string& currentBusId);
+
 }  // namespace coll

@@ -88,5 +88,28 @@ TEST(TopoExchange, LocalRankAndBusIds) {
   EXPECT_EQ(findGpuByBusId(t, "0000:19:00.0x"), -1);
 }
 
+// COLL_RANK_GPU: which of the host's GPUs a rank drives.
+TEST(TopoExchange, RankGpu) {
+  HostTopo t;
+  t.gpus.resize(3);
+  t.gpus[0].busId = "0000:19:00.0";
+  t.gpus[1].busId = "0000:1a:00.0";
+  t.gpus[2].busId = "0000:3b:00.0";
+  // auto: the device current in the creating thread, looked up by bus id.
+  EXPECT_EQ(rankGpu(t, "auto", 0, "00000000:3B:00.0"), 2);
+  EXPECT_EQ(rankGpu(t, "auto", 5, "0000:1a:00.0"), 1);
+  EXPECT_EQ(rankGpu(t, "auto", 1, ""), -1) << "no current device: no GPU, not GPU 0";
+  EXPECT_EQ(rankGpu(t, "auto", 0, "0000:88:00.0"), -1) << "another machine's topology";
+  // local-rank: numbered like the local rank, round the host's GPUs.
+  EXPECT_EQ(rankGpu(t, "local-rank", 0, "0000:3b:00.0"), 0);
+  EXPECT_EQ(rankGpu(t, "local-rank", 4, ""), 1);
+  EXPECT_EQ(rankGpu(HostTopo{}, "local-rank", 4, ""), -1);
+  EXPECT_EQ(rankGpu(t, "none", 1, "0000:1a:00.0"), -1);
+  for (const char* bad : {"", "Auto", "1", "local"}) {
+    const std::string quoted = std::string("COLL_RANK_GPU='") + bad + "'";
+    expectError([&] { rankGpu(t, bad, 0, ""); }, collInvalidArgument, {quoted.c_str(), "auto, local-rank or none"});
+  }
+}
+
 }  // namespace
 }  // namespace coll

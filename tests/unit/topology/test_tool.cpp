@@ -61,6 +61,36 @@ TEST(TopoTool, StandaloneOnStoredTopology) {
   EXPECT_TRUE(has(r, "this process:\njob: 1 ranks on 1 hosts")) << r.out;
 }
 
+// The communicator itself drives the GPUs COLL_RANK_GPU names (the tool prints its
+// topology): without the tool's flag, local-rank puts GPU0 and GPU1 on each simulated
+// host, joined by NVLink; a value it does not know fails every rank's start.
+TEST(TopoTool, RankGpuFromTheEnvironment) {
+  const std::string launch = std::string(COLLECTIVERUN_EXE) + " --timeout 50 --no-tag-output -np 4 -- sh -c '" +
+                             "COLL_HOST_ID=sim$((COLL_RANK % 2)) exec " + COLL_INFO_EXE + " --topo " +
+                             dataFile("gpu8_ib4.xml") + "'";
+#if COLL_HAVE_HWLOC  // else --topo is ignored and the host has no GPUs
+  Result r = shell("COLL_RANK_GPU=local-rank " + launch);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r, "     0 -> 2    nvlink          300.00 GB/s")) << r.out;
+  EXPECT_TRUE(has(r, "0 0000:19:00.0 mlx5_0 (pci-switch)")) << r.out;
+  EXPECT_TRUE(has(r, "1 0000:1a:00.0 mlx5_0 (pci-switch)")) << r.out;
+  Result none = shell("COLL_RANK_GPU=none " + launch);
+  ASSERT_EQ(none.status, 0) << none.out;
+  EXPECT_FALSE(has(none, "0 -> 2    nvlink")) << none.out;
+  EXPECT_TRUE(has(none, "     0 -> 2    ")) << none.out;
+#endif
+  Result bad = shell("COLL_RANK_GPU=gpu3 " + launch);
+  EXPECT_NE(bad.status, 0) << bad.out;
+  EXPECT_TRUE(has(bad, "COLL_RANK_GPU='gpu3': expected auto, local-rank or none")) << bad.out;
+  Result alone = shell("COLL_RANK_GPU=gpu3 " + std::string(COLL_INFO_EXE) + " --standalone");
+  EXPECT_EQ(alone.status, 2) << alone.out;
+  EXPECT_TRUE(has(alone, "COLL_RANK_GPU='gpu3'")) << alone.out;
+  EXPECT_FALSE(has(alone, "assumed link costs")) << "nothing printed before the error: " << alone.out;
+  Result algo = shell("COLL_ALGO=allreduce:nosuch " + std::string(COLL_INFO_EXE) + " --standalone");
+  EXPECT_EQ(algo.status, 2) << algo.out;
+  EXPECT_TRUE(has(algo, "allreduce has no algorithm named 'nosuch'")) << algo.out;
+}
+
 TEST(TopoTool, MissingTopologyFile) {
   Result r = shell(std::string(COLL_INFO_EXE) + " --standalone --topo /nonexistent/x.xml");
   EXPECT_EQ(r.status, 2);

@@ -7,6 +7,8 @@
 # With NETNS_NET_PLUGIN=<network plugin .so> set, the ranks load that plugin
 # (COLL_NET_PLUGIN) and the hosts must meet through it instead: "shm,net". For the UCX
 # plugin, UCX_NET_DEVICES=veth0 keeps UCX off the loopback, which every namespace has.
+# With NETNS_ALGO set, every rank runs with COLL_ALGO=$NETNS_ALGO, so that the forced
+# algorithms, not only the automatic choice, are checked over the veth pair.
 #
 #   netns_allreduce.sh PROG [ARGS...]     e.g. netns_allreduce.sh build/tests/mp/mp_collectives --quick
 #
@@ -46,9 +48,10 @@ trap 'exit 130' INT TERM
 
 across=tcp
 plugin_env=()
+[ -n "${NETNS_ALGO:-}" ] && plugin_env+=(COLL_ALGO="$NETNS_ALGO")
 if [ -n "${NETNS_NET_PLUGIN:-}" ]; then
   across=net
-  plugin_env=(COLL_NET_PLUGIN="$NETNS_NET_PLUGIN" UCX_NET_DEVICES=veth0)
+  plugin_env+=(COLL_NET_PLUGIN="$NETNS_NET_PLUGIN" UCX_NET_DEVICES=veth0)
 fi
 
 secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -98,5 +101,5 @@ if [ "$tx" -lt 100000 ]; then
   echo "FAIL: host 2 sent only $tx bytes on its veth0: the hosts did not talk over the veths"; status=1
 fi
 elapsed=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $start}")
-[ $status -eq 0 ] && echo "summary: 2 hosts x 2 ranks, transports shm,$across on every rank, $tx bytes sent by host 2 on its veth0, all checks passed in ${elapsed} s"
+[ $status -eq 0 ] && echo "summary: 2 hosts x 2 ranks${NETNS_ALGO:+, COLL_ALGO=$NETNS_ALGO}, transports shm,$across on every rank, $tx bytes sent by host 2 on its veth0, all checks passed in ${elapsed} s"
 exit $status

@@ -39,6 +39,22 @@ const char* opKindName(OpKind k) { return kKindNames[static_cast<int>(k)]; }
 
 size_t modelBytes(const OpArgs& args) { return args.count * typeSize(args.dtype); }
 
+namespace {
+
+// "ring, rd, hd" for one collective (kind), or every name once (all).
+std::string algorithmNames(const OpKind* kind) {
+  std::string out;
+  for (const Algorithm* a : algorithmTable()) {
+    if (kind && a->kind() != *kind) continue;
+    const std::string name = a->name();
+    if ((", " + out + ", ").find(", " + name + ", ") != std::string::npos) continue;
+    out += (out.empty() ? "" : ", ") + name;
+  }
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
 std::map<OpKind, const Algorithm*> parseForcedAlgorithms(const std::string& spec) {
   auto byName = [](OpKind kind, const std::string& name) -> const Algorithm* {
     for (const Algorithm* a : algorithmTable())
@@ -58,14 +74,17 @@ std::map<OpKind, const Algorithm*> parseForcedAlgorithms(const std::string& spec
           forced[static_cast<OpKind>(k)] = a;
           any = true;
         }
-      COLL_CHECK_ARG(any, "COLL_ALGO: no collective has an algorithm named '", item, "'");
+      COLL_CHECK_ARG(any, "COLL_ALGO: no collective has an algorithm named '", item, "' (names: ",
+                     algorithmNames(nullptr), ")");
       continue;
     }
     OpKind kind;
     std::string coll = item.substr(0, colon), name = item.substr(colon + 1);
-    COLL_CHECK_ARG(parseOpKind(coll, &kind), "COLL_ALGO: unknown collective '", coll, "'");
+    COLL_CHECK_ARG(parseOpKind(coll, &kind), "COLL_ALGO: unknown collective '", coll,
+                   "' (allreduce, broadcast, reduce, allgather, reducescatter, alltoall, gather, scatter)");
     const Algorithm* a = byName(kind, name);
-    COLL_CHECK_ARG(a, "COLL_ALGO: ", coll, " has no algorithm named '", name, "'");
+    COLL_CHECK_ARG(a, "COLL_ALGO: ", coll, " has no algorithm named '", name, "' (it has ", algorithmNames(&kind),
+                   ")");
     forced[kind] = a;
   }
   return forced;
@@ -136,7 +155,14 @@ size_t Selector::choicesPriced() const {
 
 const Algorithm& Selector::select(const Comm& comm, const OpArgs& args) const {
   auto it = forced_.find(args.kind);
-  if (it != forced_.end() && it->second->supports(comm, args)) return *it->second;
+  if (it != forced_.end()) {
+    if (it->second->supports(comm, args)) return *it->second;
+    std::atomic<bool>& said = forcedPassedOver_[static_cast<size_t>(args.kind)];
+    if (!said.load(std::memory_order_relaxed) && !said.exchange(true, std::memory_order_relaxed))
+      COLL_WARN("COLL_ALGO forces %s for %s, which cannot run a call of %zu elements on this communicator "
+                "(%d ranks); the automatic choice runs the calls it cannot (said once per collective)",
+                it->second->name(), opKindName(args.kind), args.count, comm.nranks());
+  }
   if (tuner_) return choose(comm, args);
   std::atomic<const CachedChoice*>& slot = choices_[choiceSlot(args)];
   const CachedChoice* c = slot.load(std::memory_order_acquire);

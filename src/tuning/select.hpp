@@ -58,6 +58,8 @@ class Selector {
 
  private:
   std::map<OpKind, const Algorithm*> forced_;
+  // Per collective: whether a call that the forced algorithm cannot run was reported.
+  mutable std::array<std::atomic<bool>, kNumOpKinds> forcedPassedOver_{};
   // Recent decisions by call shape (the model's answer depends only on it), so that a
   // small message does not pay for pricing every algorithm. Unused with a tuner plugin,
   // which may keep state of its own.

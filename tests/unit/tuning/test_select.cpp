@@ -39,13 +39,27 @@ TEST(Select, ForcedAlgorithmsAndFallback) {
     EXPECT_EQ(chosen(job.comm(0), coll::OpKind::Broadcast, 1 << 20), "tree");
     EXPECT_EQ(chosen(job.comm(0), coll::OpKind::AllGather, 1 << 20), "rd");
   }
-  // One host does not support "hier": the model's choice stands.
-  ScopedEnv algo("COLL_ALGO", "allreduce:hier");
+  // One host does not support "hier": the model's choice stands, and the selector says
+  // so once per collective (it used to pass over the forcing without a word).
+  ScopedEnv algo("COLL_ALGO", "allreduce:hier,allgather:hier");
   Job job(3);
   ASSERT_TRUE(job.ok());
-  std::string ar = chosen(job.comm(0), coll::OpKind::AllReduce, 1);
-  EXPECT_NE(ar, "hier");
-  EXPECT_FALSE(ar.empty());
+  const coll::Comm& comm = *coll::liveComm(job.comm(0)).impl;
+  coll::Selector sel(comm.config());
+  coll::OpArgs args;
+  args.count = 1;
+  testing::internal::CaptureStderr();
+  for (coll::OpKind k : {coll::OpKind::AllReduce, coll::OpKind::AllReduce, coll::OpKind::AllGather}) {
+    args.kind = k;
+    EXPECT_NE(std::string(sel.select(comm, args).name()), "hier");
+    args.count = 1000;
+  }
+  const std::string said = testing::internal::GetCapturedStderr();
+  const std::string line = "COLL_ALGO forces hier for allreduce, which cannot run a call of 1 elements";
+  EXPECT_NE(said.find(line), std::string::npos) << said;
+  EXPECT_EQ(said.find("hier for allreduce", said.find(line) + line.size()), std::string::npos) << "said twice: " << said;
+  EXPECT_NE(said.find("hier for allgather, which cannot run a call of 1000 elements on this communicator (3 ranks)"),
+            std::string::npos) << said;
 }
 
 // Calls of one count that differ only in type, reduction or root (a float64 max and a
@@ -111,13 +125,20 @@ TEST(Select, AlgoSpellingsAgreeByWhatTheyForce) {
 }
 
 TEST(Select, BadForcingIsAnError) {
-  for (const char* bad : {"allreduce:nope", "nope", "everything:ring"}) {
+  // The message names what was wrong and what would have been right.
+  const std::pair<const char*, const char*> cases[] = {
+      {"allreduce:nope", "allreduce has no algorithm named 'nope' (it has ring, rd, oneshot, hd, tree, hier)"},
+      {"nope", "no collective has an algorithm named 'nope' (names: ring, rd, oneshot, hd, tree, hier, chain,"},
+      {"everything:ring", "unknown collective 'everything' (allreduce, broadcast,"},
+      {"barrier:ring", "barrier has no algorithm named 'ring' (it has none)"}};
+  for (const auto& [bad, why] : cases) {
     ScopedEnv algo("COLL_ALGO", bad);
     collComm_t comm = nullptr;
     collUniqueId id;
     ASSERT_EQ(collGetUniqueId(&id), collSuccess);
     EXPECT_EQ(collCommInitRank(&comm, 1, id, 0), collInvalidArgument) << bad;
-    EXPECT_NE(std::string(collGetLastError(nullptr)).find("COLL_ALGO"), std::string::npos);
+    const std::string text = collGetLastError(nullptr);
+    EXPECT_NE(text.find(std::string("COLL_ALGO: ") + why), std::string::npos) << text;
   }
 }
 

@@ -256,8 +256,102 @@ def server_b():
     return footer(w)
 
 
+# ---- Server C: 2 x Xeon (8 cores, 2 threads shown), one NUMA node per socket, 8 NVIDIA
+# H100 SXM GPUs joined by four NVSwitches (each GPU has 18 NVLink links: 5, 4, 4 and 5 of
+# them to the four switches, 25 GB/s each way per link as NVML reports it), and 4
+# ConnectX-7 ports in Ethernet mode (RoCE, 400 Gb/s), one per PCIe switch with a GPU pair,
+# as on HGX H100 boards. The NVSwitches sit on socket 1's last host bridge.
+def server_c(driver=True):
+    """driver=False: the same machine as hwloc sees it before the NVIDIA driver is loaded:
+    the GPUs and NVSwitches are PCI devices only (no CUDA or NVML devices, no NVLink matrix)."""
+    w = Writer()
+    cores, threads = 8, 2
+    def pus_of(p, c):
+        return [t * 16 + p * 8 + c for t in range(threads)]
+    header(w, range(32), [0, 1], "h100-node-03")
+    switch_gp = []
+    for p in range(2):
+        pcpus = [pu for c in range(cores) for pu in pus_of(p, c)]
+        w.open("Package", [("os_index", p)] + sets(pcpus, [p]),
+               [("CPUVendor", "GenuineIntel"), ("CPUModel", "Intel(R) Xeon(R) Platinum 8480C")])
+        w.open("NUMANode", [("os_index", p)] + sets(pcpus, [p]) + [("local_memory", 1024 * GiB)], leaf=True)
+        cache(w, "L3", 105 * 1024 * 1024, 3, 64, 15, pcpus, [p], p)
+        for c in range(cores):
+            core(w, p * cores + c, pus_of(p, c), [p], 2048 * 1024, 48 * 1024)
+        w.close()  # L3
+        for s in range(2):
+            pair = 2 * (2 * p + s)
+            root = 0x10 + 0x40 * (2 * p + s)
+            host_bridge(w, root, root + 5)
+            hgx_switch(w, root, root + 1, [pair, pair + 1], 2 * p + s, driver)
+            w.close()
+        if p == 1:
+            host_bridge(w, 0xf0, 0xf5)
+            pci_bridge(w, pci(0, 0xf0, 1), 0xf1, 0xf5, 1)
+            for k in range(4):
+                switch_gp.append(w.open("PCIDev", [("subtype", "NVSwitch"), ("pci_busid", pci(0, 0xf2 + k)),
+                                                    ("pci_type", "0680 [10de:22a3] [10de:1796] a1"),
+                                                    ("pci_link_speed", "3.938462")],
+                                        [("PCIVendor", "NVIDIA Corporation"), ("PCIDevice", "GH100 [H100 NVSwitch]")],
+                                        leaf=True))
+            w.close(); w.close()
+        w.close()  # Package
+    if not driver:
+        return footer(w)
+    links = [5, 4, 4, 5]
+    objs = ["OSDev:%d" % H100_NVML_GP[g] for g in range(8)] + ["PCIDev:%d" % gp for gp in switch_gp]
+    n = len(objs)
+    vals = [[0] * n for _ in range(n)]
+    for g in range(8):
+        for k in range(4):
+            vals[g][8 + k] = vals[8 + k][g] = links[k] * 25000
+    idx = " ".join(objs) + " "
+    u64 = " ".join(str(v) for row in vals for v in row) + " "
+    dist = ('  <distances2hetero nbobjs="%d" kind="25" name="NVLinkBandwidth" indexing="gp">\n'
+            '    <indexes length="%d">%s</indexes>\n    <u64values length="%d">%s</u64values>\n'
+            '  </distances2hetero>') % (n, len(idx), idx, len(u64), u64)
+    return footer(w, dist)
+
+
+H100_NVML_GP = {}
+
+
+def hgx_switch(w, root_bus, up_bus, gpus, nic, driver):
+    """Root port -> PCIe switch -> two H100 SXM GPUs and one ConnectX-7 in Ethernet mode."""
+    bcm = "[1000:c030] [1000:100b] b0"
+    last = up_bus + 4
+    pci_bridge(w, pci(0, root_bus, 1), up_bus, last, 1, speed="63.015385")
+    pci_bridge(w, pci(0, up_bus), up_bus + 1, last, 2, bcm, "63.015385")
+    for port, child in enumerate(gpus + [None]):
+        bus = up_bus + 2 + port
+        pci_bridge(w, pci(0, up_bus + 1, port * 4), bus, bus, 3, bcm, "63.015385")
+        if child is None:
+            pci_dev(w, pci(0, bus), "0200", "[15b3:1021] [15b3:0041] 00",
+                    [("PCIVendor", "Mellanox Technologies"), ("PCIDevice", "MT2910 Family [ConnectX-7]")], "63.015385")
+            osdev(w, "enp%ds0np0" % bus, 2, infos=[("Address", "94:6d:ae:10:%02x:%02x" % (bus, nic)),
+                                                   ("LinkSpeedMbps", "400000")])
+            osdev(w, "mlx5_%d" % nic, 3, infos=[
+                ("NodeGUID", "946d:ae03:0010:%02x%02x" % (bus, nic)), ("Port1State", "4"),
+                ("Port1GID0", "fe80:0000:0000:0000:966d:aeff:fe10:%02x%02x" % (bus, nic)),
+                ("LinkLayer", "Ethernet"), ("LinkSpeedMbps", "400000")])
+        else:
+            pci_dev(w, pci(0, bus), "0302", "[10de:2330] [10de:16c1] a1",
+                    [("PCIVendor", "NVIDIA Corporation"), ("PCIDevice", "GH100 [H100 SXM5 80GB]")], "63.015385")
+            if driver:
+                osdev(w, "cuda%d" % child, 5, "CUDA", [("GPUModel", "NVIDIA H100 80GB HBM3"),
+                                                      ("CUDAGlobalMemorySize", "83886080")])
+                H100_NVML_GP[child] = osdev(w, "nvml%d" % child, 1, "NVML", [("GPUModel", "NVIDIA H100 80GB HBM3")])
+        w.close()  # device
+        w.close()  # downstream port
+    w.close(); w.close()  # upstream port, root port
+
+
 if __name__ == "__main__":
     with open("gpu8_ib4.xml", "w") as f:
         f.write(server_a())
     with open("epyc_nps2_eth.xml", "w") as f:
         f.write(server_b())
+    with open("hgx_h100_roce.xml", "w") as f:
+        f.write(server_c())
+    with open("hgx_h100_nodriver.xml", "w") as f:
+        f.write(server_c(driver=False))

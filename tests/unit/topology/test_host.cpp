@@ -10,6 +10,7 @@
 
 #include "coll_config.h"
 #include "core/config.hpp"
+#include "topology/exchange.hpp"
 #include "topology/topology.hpp"
 #include "topo_test_util.hpp"
 
@@ -142,6 +143,53 @@ TEST(TopoXml, GpuServerNicChoiceAndCpus) {
   EXPECT_EQ(l.numa, -1);
   EXPECT_EQ(l.package, -1);
   EXPECT_EQ(localityOfCpus(t, {}).numa, -1);
+}
+
+// HGX H100: 8 SXM GPUs joined through four NVSwitches (hwloc lists the switches' ports in
+// the NVLink matrix; merged and closed, every GPU pair is NVLink at the GPU's 18 links),
+// and ConnectX-7 ports in Ethernet mode, which are RoCE.
+TEST(TopoXml, HgxNvswitchRoce) {
+  HostTopo t = loadXml(dataFile("hgx_h100_roce.xml"));
+  EXPECT_EQ(t.hostname, "h100-node-03");
+  ASSERT_EQ(t.gpus.size(), 8u) << "the NVSwitches (class 0680) are not GPUs";
+  ASSERT_EQ(t.nics.size(), 4u) << "nor NICs";
+  ASSERT_EQ(t.nvlinkGBs.size(), 8u);
+  for (int a = 0; a < 8; ++a)
+    for (int b = 0; b < 8; ++b) {
+      EXPECT_DOUBLE_EQ(t.nvlinkGBs[a][b], a == b ? 0.0 : 450.0) << a << "-" << b;
+      EXPECT_EQ(classify(t, DevRef::gpu(a), DevRef::gpu(b)), a == b ? PathClass::Self : PathClass::NVLink);
+    }
+  for (int i = 0; i < 4; ++i) {
+    const NicInfo& n = t.nics[i];
+    EXPECT_EQ(n.name, "mlx5_" + std::to_string(i));
+    EXPECT_EQ(n.kind, NicKind::Roce) << "class 0200 with a verbs device, link layer Ethernet";
+    EXPECT_EQ(n.speedMbps, 400000u);
+    EXPECT_EQ(n.loc.numa, i / 2);
+  }
+  EXPECT_EQ(t.nics[2].netdev, "enp149s0np0");
+  for (int g = 0; g < 8; ++g) {
+    EXPECT_EQ(t.gpus[g].closestNic, g / 2) << "gpu " << g;
+    EXPECT_EQ(classify(t, DevRef::gpu(g), DevRef::nic(g / 2)), PathClass::PciSwitch);
+  }
+  EXPECT_EQ(classify(t, DevRef::gpu(0), DevRef::nic(1)), PathClass::Numa);
+  EXPECT_EQ(classify(t, DevRef::gpu(0), DevRef::nic(2)), PathClass::CrossSocket);
+}
+
+// The same machine before the NVIDIA driver is loaded: no CUDA or NVML devices, so the
+// GPUs are known by their PCI class (0302, vendor 10de) alone and meet over PCIe.
+TEST(TopoXml, GpusWithoutTheirDriver) {
+  HostTopo t = loadXml(dataFile("hgx_h100_nodriver.xml"));
+  ASSERT_EQ(t.gpus.size(), 8u);
+  EXPECT_EQ(t.gpus[3].busId, "0000:54:00.0");
+  EXPECT_EQ(t.gpus[3].name, "");
+  EXPECT_EQ(t.gpus[3].model, "GH100 [H100 SXM5 80GB]");
+  EXPECT_TRUE(t.nvlinkGBs.empty() || t.nvlinkGBs[0][1] == 0.0);
+  EXPECT_EQ(classify(t, DevRef::gpu(0), DevRef::gpu(1)), PathClass::PciSwitch);
+  EXPECT_EQ(classify(t, DevRef::gpu(0), DevRef::gpu(2)), PathClass::Numa);
+  EXPECT_EQ(classify(t, DevRef::gpu(0), DevRef::gpu(7)), PathClass::CrossSocket);
+  EXPECT_EQ(t.gpus[5].closestNic, 2);
+  // Bus ids still find a rank's device (cudaDeviceGetPCIBusId's form).
+  EXPECT_EQ(findGpuByBusId(t, "0000:D4:00.0"), 7);
 }
 
 TEST(TopoXml, EpycServer) {

@@ -317,6 +317,32 @@ TEST(TopoJob, GpuServersInterleaved) {
   EXPECT_DOUBLE_EQ(pci.bwGBs, LinkTable::defaults().of(PathClass::HostBridge).bwGBs);
 }
 
+// Two HGX H100 hosts, a rank per GPU: NVLink between any two GPUs of a host (through the
+// NVSwitches, at 450 GB/s), each rank's NIC the RoCE port on its GPU's PCIe switch, so
+// every rank is as close to a NIC as the others and the ring keeps the GPU order.
+TEST(TopoJob, HgxServersOneRankPerGpu) {
+  HostTopo t = loadXml(dataFile("hgx_h100_roce.xml"));
+  std::vector<RankPlacement> ps;
+  for (int r = 0; r < 16; ++r) {
+    const int gpu = 7 - r % 8;  // ranks handed the GPUs in reverse
+    ps.push_back(place(t, r, r < 8 ? "A" : "B", t.numas[gpu / 4].cpus, gpu, r % 8));
+  }
+  JobTopo job(ps, LinkTable::defaults());
+  for (int r = 0; r < 16; ++r) {
+    const int gpu = 7 - r % 8;
+    EXPECT_EQ(job.placement(r).nic, gpu / 2) << r;
+    EXPECT_EQ(std::string(job.placement(r).nicName), "mlx5_" + std::to_string(gpu / 2)) << r;
+    EXPECT_EQ(static_cast<NicKind>(job.placement(r).nicKind), NicKind::Roce) << r;
+    EXPECT_EQ(static_cast<PathClass>(job.placement(r).nicPath), PathClass::PciSwitch) << r;
+  }
+  EXPECT_EQ(job.pathClass(0, 7), PathClass::NVLink);  // GPU7 - GPU0, across the sockets
+  EXPECT_DOUBLE_EQ(job.link(0, 7).bwGBs, 450.0);
+  EXPECT_EQ(job.link(0, 8).cls, PathClass::Network);
+  EXPECT_DOUBLE_EQ(job.link(0, 8).bwGBs, 50.0);  // 400 Gb/s RoCE on both ends
+  EXPECT_EQ(ringOrder(job), (std::vector<int>{7, 6, 5, 4, 3, 2, 1, 0, 15, 14, 13, 12, 11, 10, 9, 8}));
+  EXPECT_EQ(ringOrder(job), localityOrder(job));
+}
+
 // Two EPYC hosts (4 NUMA nodes, one 100 GbE port on NUMA node 3), one rank per NUMA node.
 TEST(TopoJob, CpuServersNicAffinity) {
   HostTopo t = loadXml(dataFile("epyc_nps2_eth.xml"));

@@ -127,34 +127,55 @@ def footer(w, distances=""):
 #             S1 (GPU2, GPU3, mlx5_1): GPU0-GPU2 meet at the host bridge.
 #   socket 1: host bridges 80 and a0, one root port + switch each -> S2 (GPU4, GPU5,
 #             mlx5_2) and S3 (GPU6, GPU7, mlx5_3): GPU4-GPU6 meet only at the NUMA node.
+def pcie_switch(w, root_port, up_bus, ids, speed, devices):
+    """Root port -> switch upstream port -> one downstream port per entry of `devices`,
+    each a function of the port's bus that writes its device (left open)."""
+    last = up_bus + 1 + len(devices)
+    pci_bridge(w, root_port, up_bus, last, 1, speed=speed)
+    pci_bridge(w, pci(0, up_bus), up_bus + 1, last, 2, ids, speed)
+    for port, device in enumerate(devices):
+        bus = up_bus + 2 + port
+        pci_bridge(w, pci(0, up_bus + 1, port * 4), bus, bus, 3, ids, speed)
+        device(bus)
+        w.close()  # device
+        w.close()  # downstream port
+    w.close(); w.close()  # upstream port, root port
+
+
 def gpu_switch(w, root_bus, root_dev, up_bus, gpus, hca):
     """Root port -> switch upstream port -> three downstream ports (two GPUs, one HCA)."""
-    plx = "[1000:c010] [1000:a096] b0"
-    first = up_bus
-    last = up_bus + 4
-    pci_bridge(w, pci(0, root_bus, root_dev), first, last, 1)
-    pci_bridge(w, pci(0, up_bus), up_bus + 1, last, 2, plx)
-    children = [("gpu", g) for g in gpus] + [("hca", hca)]
-    for port, (kind, child) in enumerate(children):
-        bus = up_bus + 2 + port
-        pci_bridge(w, pci(0, up_bus + 1, port * 4), bus, bus, 3, plx)
-        if kind == "hca":
-            pci_dev(w, pci(0, bus), "0207", "[15b3:101b] [15b3:0007] 00",
-                    [("PCIVendor", "Mellanox Technologies"), ("PCIDevice", "MT28908 Family [ConnectX-6]")])
-            osdev(w, "ibp%ds0" % bus, 2, infos=[("Address", "00:00:10:29:fe:80:00:00:00:00:00:00:b8:ce:f6:03:00:%02x:00:%02x" % (bus, hca))])
-            osdev(w, "mlx5_%d" % hca, 3, infos=[
-                ("NodeGUID", "b8ce:f603:00%02x:00%02x" % (bus, hca)), ("SysImageGUID", "b8ce:f603:00%02x:00%02x" % (bus, hca)),
-                ("Port1State", "4"), ("Port1LID", "0x%x" % (hca + 11)), ("Port1LMC", "0"),
-                ("LinkSpeedMbps", "200000")])
-        else:
+    def hca_at(bus):
+        pci_dev(w, pci(0, bus), "0207", "[15b3:101b] [15b3:0007] 00",
+                [("PCIVendor", "Mellanox Technologies"), ("PCIDevice", "MT28908 Family [ConnectX-6]")])
+        osdev(w, "ibp%ds0" % bus, 2, infos=[("Address", "00:00:10:29:fe:80:00:00:00:00:00:00:b8:ce:f6:03:00:%02x:00:%02x" % (bus, hca))])
+        osdev(w, "mlx5_%d" % hca, 3, infos=[
+            ("NodeGUID", "b8ce:f603:00%02x:00%02x" % (bus, hca)), ("SysImageGUID", "b8ce:f603:00%02x:00%02x" % (bus, hca)),
+            ("Port1State", "4"), ("Port1LID", "0x%x" % (hca + 11)), ("Port1LMC", "0"),
+            ("LinkSpeedMbps", "200000")])
+
+    def gpu_at(child):
+        def write(bus):
             pci_dev(w, pci(0, bus), "0302", "[10de:20b5] [10de:1533] a1",
                     [("PCIVendor", "NVIDIA Corporation"), ("PCIDevice", "GA100 [A100 PCIe 80GB]")])
             osdev(w, "cuda%d" % child, 5, "CUDA", [("GPUModel", "NVIDIA A100 80GB PCIe"),
                                                   ("CUDAGlobalMemorySize", "83886080")])
             NVML_GP[child] = osdev(w, "nvml%d" % child, 1, "NVML", [("GPUModel", "NVIDIA A100 80GB PCIe")])
-        w.close()  # device
-        w.close()  # downstream port
-    w.close(); w.close()  # upstream port, root port
+        return write
+
+    pcie_switch(w, pci(0, root_bus, root_dev), up_bus, "[1000:c010] [1000:a096] b0", "31.507692",
+                [gpu_at(g) for g in gpus] + [hca_at])
+
+
+def xeon_package(w, p, cores, pus_of, model, mem, l3, l3_assoc, l2, core_index):
+    """An Intel socket with one NUMA node and one L3: opens the Package (the caller adds
+    its PCI tree and closes it), its NUMA node, the L3 and the cores below it."""
+    pcpus = [pu for c in range(cores) for pu in pus_of(p, c)]
+    w.open("Package", [("os_index", p)] + sets(pcpus, [p]), [("CPUVendor", "GenuineIntel"), ("CPUModel", model)])
+    w.open("NUMANode", [("os_index", p)] + sets(pcpus, [p]) + [("local_memory", mem)], leaf=True)
+    cache(w, "L3", l3, 3, 64, l3_assoc, pcpus, [p], p)
+    for c in range(cores):
+        core(w, core_index(p, c), pus_of(p, c), [p], l2, 48 * 1024)
+    w.close()  # L3
 
 
 NVML_GP = {}
@@ -167,14 +188,8 @@ def server_a():
         return [t * 32 + p * 16 + c for t in range(threads)]
     header(w, range(64), [0, 1], "gpu-node-01")
     for p in range(2):
-        pcpus = [pu for c in range(cores) for pu in pus_of(p, c)]
-        w.open("Package", [("os_index", p)] + sets(pcpus, [p]),
-               [("CPUVendor", "GenuineIntel"), ("CPUModel", "Intel(R) Xeon(R) Gold 6346 CPU @ 3.10GHz")])
-        w.open("NUMANode", [("os_index", p)] + sets(pcpus, [p]) + [("local_memory", 256 * GiB)], leaf=True)
-        cache(w, "L3", 36 * 1024 * 1024, 3, 64, 12, pcpus, [p], p)
-        for c in range(cores):
-            core(w, c, pus_of(p, c), [p], 1280 * 1024, 48 * 1024)
-        w.close()  # L3
+        xeon_package(w, p, cores, pus_of, "Intel(R) Xeon(R) Gold 6346 CPU @ 3.10GHz", 256 * GiB,
+                     36 * 1024 * 1024, 12, 1280 * 1024, lambda p, c: c)
         if p == 0:
             host_bridge(w, 0x00, 0x03)
             pci_bridge(w, pci(0, 0, 0x1c), 0x03, 0x03, 1, "[8086:a190] [15d9:1c48] f0", "0.250000")
@@ -271,14 +286,8 @@ def server_c(driver=True):
     header(w, range(32), [0, 1], "h100-node-03")
     switch_gp = []
     for p in range(2):
-        pcpus = [pu for c in range(cores) for pu in pus_of(p, c)]
-        w.open("Package", [("os_index", p)] + sets(pcpus, [p]),
-               [("CPUVendor", "GenuineIntel"), ("CPUModel", "Intel(R) Xeon(R) Platinum 8480C")])
-        w.open("NUMANode", [("os_index", p)] + sets(pcpus, [p]) + [("local_memory", 1024 * GiB)], leaf=True)
-        cache(w, "L3", 105 * 1024 * 1024, 3, 64, 15, pcpus, [p], p)
-        for c in range(cores):
-            core(w, p * cores + c, pus_of(p, c), [p], 2048 * 1024, 48 * 1024)
-        w.close()  # L3
+        xeon_package(w, p, cores, pus_of, "Intel(R) Xeon(R) Platinum 8480C", 1024 * GiB,
+                     105 * 1024 * 1024, 15, 2048 * 1024, lambda p, c: p * cores + c)
         for s in range(2):
             pair = 2 * (2 * p + s)
             root = 0x10 + 0x40 * (2 * p + s)
@@ -318,32 +327,30 @@ H100_NVML_GP = {}
 
 def hgx_switch(w, root_bus, up_bus, gpus, nic, driver):
     """Root port -> PCIe switch -> two H100 SXM GPUs and one ConnectX-7 in Ethernet mode."""
-    bcm = "[1000:c030] [1000:100b] b0"
-    last = up_bus + 4
-    pci_bridge(w, pci(0, root_bus, 1), up_bus, last, 1, speed="63.015385")
-    pci_bridge(w, pci(0, up_bus), up_bus + 1, last, 2, bcm, "63.015385")
-    for port, child in enumerate(gpus + [None]):
-        bus = up_bus + 2 + port
-        pci_bridge(w, pci(0, up_bus + 1, port * 4), bus, bus, 3, bcm, "63.015385")
-        if child is None:
-            pci_dev(w, pci(0, bus), "0200", "[15b3:1021] [15b3:0041] 00",
-                    [("PCIVendor", "Mellanox Technologies"), ("PCIDevice", "MT2910 Family [ConnectX-7]")], "63.015385")
-            osdev(w, "enp%ds0np0" % bus, 2, infos=[("Address", "94:6d:ae:10:%02x:%02x" % (bus, nic)),
-                                                   ("LinkSpeedMbps", "400000")])
-            osdev(w, "mlx5_%d" % nic, 3, infos=[
-                ("NodeGUID", "946d:ae03:0010:%02x%02x" % (bus, nic)), ("Port1State", "4"),
-                ("Port1GID0", "fe80:0000:0000:0000:966d:aeff:fe10:%02x%02x" % (bus, nic)),
-                ("LinkLayer", "Ethernet"), ("LinkSpeedMbps", "400000")])
-        else:
+    gen5 = "63.015385"
+
+    def nic_at(bus):
+        pci_dev(w, pci(0, bus), "0200", "[15b3:1021] [15b3:0041] 00",
+                [("PCIVendor", "Mellanox Technologies"), ("PCIDevice", "MT2910 Family [ConnectX-7]")], gen5)
+        osdev(w, "enp%ds0np0" % bus, 2, infos=[("Address", "94:6d:ae:10:%02x:%02x" % (bus, nic)),
+                                               ("LinkSpeedMbps", "400000")])
+        osdev(w, "mlx5_%d" % nic, 3, infos=[
+            ("NodeGUID", "946d:ae03:0010:%02x%02x" % (bus, nic)), ("Port1State", "4"),
+            ("Port1GID0", "fe80:0000:0000:0000:966d:aeff:fe10:%02x%02x" % (bus, nic)),
+            ("LinkLayer", "Ethernet"), ("LinkSpeedMbps", "400000")])
+
+    def gpu_at(child):
+        def write(bus):
             pci_dev(w, pci(0, bus), "0302", "[10de:2330] [10de:16c1] a1",
-                    [("PCIVendor", "NVIDIA Corporation"), ("PCIDevice", "GH100 [H100 SXM5 80GB]")], "63.015385")
+                    [("PCIVendor", "NVIDIA Corporation"), ("PCIDevice", "GH100 [H100 SXM5 80GB]")], gen5)
             if driver:
                 osdev(w, "cuda%d" % child, 5, "CUDA", [("GPUModel", "NVIDIA H100 80GB HBM3"),
                                                       ("CUDAGlobalMemorySize", "83886080")])
                 H100_NVML_GP[child] = osdev(w, "nvml%d" % child, 1, "NVML", [("GPUModel", "NVIDIA H100 80GB HBM3")])
-        w.close()  # device
-        w.close()  # downstream port
-    w.close(); w.close()  # upstream port, root port
+        return write
+
+    pcie_switch(w, pci(0, root_bus, 1), up_bus, "[1000:c030] [1000:100b] b0", gen5,
+                [gpu_at(g) for g in gpus] + [nic_at])
 
 
 if __name__ == "__main__":

@@ -82,6 +82,12 @@ class Rows {
   std::vector<uint8_t> mine_, all_;
 };
 
+// The verbs device a backend device name belongs to: "mlx5_0" for port "mlx5_0:1".
+std::string deviceOf(const collNetProperties_t& d) {
+  const std::string name = d.name;
+  return name.substr(0, name.find(':'));
+}
+
 // This rank's index among the ranks of its host.
 int localRankOf(const TransportContext& ctx) {
   int local = 0;
@@ -94,10 +100,9 @@ int localRankOf(const TransportContext& ctx) {
 // the traffic goes where the cost model and the choice of leaders assumed it would.
 int deviceFor(const TransportContext& ctx, const Backend& b) {
   const int dev = pickDevice(b.devices, ctx.nic, localRankOf(ctx));
-  const std::string name = b.devices[dev].name;
-  if (!ctx.nic.empty() && name.substr(0, name.find(':')) != ctx.nic)
+  if (!ctx.nic.empty() && deviceOf(b.devices[dev]) != ctx.nic)
     COLL_INFO("net: %s has no device for the NIC the topology chose (%s); rank %d uses %s", b.name.c_str(),
-              ctx.nic.c_str(), ctx.rank, name.c_str());
+              ctx.nic.c_str(), ctx.rank, b.devices[dev].name);
   return dev;
 }
 
@@ -167,10 +172,8 @@ class NetTransport : public Transport {
 int pickDevice(const std::vector<collNetProperties_t>& devices, const std::string& nic, int localRank) {
   if (devices.empty()) return -1;
   std::vector<int> match;
-  for (size_t i = 0; i < devices.size() && !nic.empty(); ++i) {
-    const std::string name = devices[i].name;
-    if (name.substr(0, name.find(':')) == nic) match.push_back(static_cast<int>(i));
-  }
+  for (size_t i = 0; i < devices.size() && !nic.empty(); ++i)
+    if (deviceOf(devices[i]) == nic) match.push_back(static_cast<int>(i));
   const int local = std::max(localRank, 0);
   if (match.empty()) return local % static_cast<int>(devices.size());
   return match[static_cast<size_t>(local) % match.size()];

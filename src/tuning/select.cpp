@@ -53,6 +53,16 @@ std::string algorithmNames(const OpKind* kind) {
   return out.empty() ? "none" : out;
 }
 
+// The collectives COLL_ALGO can force: those with an algorithm of their own.
+std::string forcibleKinds() {
+  std::string out;
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    const OpKind kind = static_cast<OpKind>(k);
+    if (algorithmNames(&kind) != "none") out += (out.empty() ? "" : ", ") + std::string(kKindNames[k]);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::map<OpKind, const Algorithm*> parseForcedAlgorithms(const std::string& spec) {
@@ -80,8 +90,7 @@ std::map<OpKind, const Algorithm*> parseForcedAlgorithms(const std::string& spec
     }
     OpKind kind;
     std::string coll = item.substr(0, colon), name = item.substr(colon + 1);
-    COLL_CHECK_ARG(parseOpKind(coll, &kind), "COLL_ALGO: unknown collective '", coll,
-                   "' (allreduce, broadcast, reduce, allgather, reducescatter, alltoall, gather, scatter)");
+    COLL_CHECK_ARG(parseOpKind(coll, &kind), "COLL_ALGO: unknown collective '", coll, "' (", forcibleKinds(), ")");
     const Algorithm* a = byName(kind, name);
     COLL_CHECK_ARG(a, "COLL_ALGO: ", coll, " has no algorithm named '", name, "' (it has ", algorithmNames(&kind),
                    ")");

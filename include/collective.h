@@ -56,7 +56,10 @@ typedef enum COLL_ENUM_BASE {
   collFloat32 = 7, collFloat = 7,
   collFloat64 = 8, collDouble = 8,
   collBfloat16 = 9,
-  collNumTypes = 10
+  /* Beyond NCCL's list (as Gloo, MPI and torch have them). */
+  collInt16 = 10,
+  collUint16 = 11,
+  collNumTypes = 12
 } collDataType_t;
 
 typedef enum COLL_ENUM_BASE {
@@ -65,7 +68,11 @@ typedef enum COLL_ENUM_BASE {
   collMax = 2,
   collMin = 3,
   collAvg = 4,
-  collNumOps = 5
+  /* Bitwise and, or and exclusive or (as MPI_BAND/BOR/BXOR): integer types only. */
+  collBand = 5,
+  collBor = 6,
+  collBxor = 7,
+  collNumOps = 8
 } collRedOp_t;
 
 /* Where the scalar of a pre-multiplied sum lives (collRedOpCreatePreMulSum); same

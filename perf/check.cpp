@@ -42,9 +42,7 @@ void write(void* buf, size_t i, T v) {
   std::memcpy(static_cast<char*>(buf) + i * sizeof(T), &v, sizeof(T));
 }
 
-bool isFloating(collDataType_t dt) {
-  return dt == collHalf || dt == collBfloat16 || dt == collFloat || dt == collDouble;
-}
+bool isFloating(collDataType_t dt) { return isFloatingType(dt); }
 
 // The largest n such that every integer in [0, n] is exact in dt (integer types wrap
 // exactly, so they have no such limit for our purpose).
@@ -120,6 +118,8 @@ double loadValue(const void* buf, size_t i, collDataType_t dt) {
     case collFloat: return read<float>(buf, i);
     case collDouble: return read<double>(buf, i);
     case collBfloat16: return bf16ToFloat(read<uint16_t>(buf, i));
+    case collInt16: return read<int16_t>(buf, i);
+    case collUint16: return read<uint16_t>(buf, i);
     default: return NAN;
   }
 }
@@ -138,6 +138,8 @@ void storeValue(void* buf, size_t i, collDataType_t dt, double v) {
     case collFloat: write(buf, i, static_cast<float>(v)); break;
     case collDouble: write(buf, i, v); break;
     case collBfloat16: write(buf, i, floatToBf16(static_cast<float>(v))); break;
+    case collInt16: write(buf, i, static_cast<int16_t>(iv)); break;
+    case collUint16: write(buf, i, static_cast<uint16_t>(iv)); break;
     default: break;
   }
 }
@@ -175,6 +177,9 @@ double Pattern::reduced(size_t elem) const {
       case collProd: acc *= v; break;
       case collMax: acc = std::max(acc, v); break;
       case collMin: acc = std::min(acc, v); break;
+      case collBand: acc &= v; break;
+      case collBor: acc |= v; break;
+      case collBxor: acc ^= v; break;
       default: acc += v; break;
     }
   }

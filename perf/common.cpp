@@ -23,9 +23,10 @@ constexpr TypeEntry kTypes[] = {
     {"half", collHalf},       {"float", collFloat},   {"double", collDouble},
     {"bfloat16", collBfloat16}, {"char", collInt8},   {"int", collInt32},
     {"float16", collHalf},    {"float32", collFloat}, {"float64", collDouble},
-    {"bf16", collBfloat16},
+    {"bf16", collBfloat16},   {"int16", collInt16},   {"uint16", collUint16},
 };
-constexpr const char* kOps[] = {"sum", "prod", "max", "min", "avg"};
+constexpr const char* kOps[] = {"sum", "prod", "max", "min", "avg", "band", "bor", "bxor"};
+static_assert(std::size(kOps) == collNumOps);
 
 std::string fail(const std::string& flag, const std::string& value, const char* why) {
   return "invalid value '" + value + "' for " + flag + ": " + why;
@@ -286,10 +287,15 @@ const char* opName(collRedOp_t op) {
   return (op >= 0 && op < collNumOps) ? kOps[op] : "invalid";
 }
 
+bool isBitwiseOp(collRedOp_t op) { return op == collBand || op == collBor || op == collBxor; }
+bool isFloatingType(collDataType_t dt) {
+  return dt == collHalf || dt == collBfloat16 || dt == collFloat || dt == collDouble;
+}
+
 size_t typeBytes(collDataType_t dt) {
   switch (dt) {
     case collInt8: case collUint8: return 1;
-    case collHalf: case collBfloat16: return 2;
+    case collHalf: case collBfloat16: case collInt16: case collUint16: return 2;
     case collInt32: case collUint32: case collFloat: return 4;
     case collInt64: case collUint64: case collDouble: return 8;
     default: return 0;
@@ -371,6 +377,16 @@ std::string optionsProblem(Coll c, const Options& o) {
   if (o.native && !hasNative) {
     return std::string("--native 1: not supported by ") + collName(c) +
            " (its tool always times the library's own call); only gather and scatter take it";
+  }
+  // "-o all" pairs the bitwise ops with integer types only; asked for by name, a bitwise
+  // op with a floating type is an error here rather than on every rank's first call.
+  if (collHasOp(c) && o.ops.size() == 1 && isBitwiseOp(o.ops[0])) {
+    for (collDataType_t dt : o.types) {
+      if (isFloatingType(dt)) {
+        return std::string("-o ") + opName(o.ops[0]) + ": a bitwise op takes integer types, not " +
+               typeName(dt);
+      }
+    }
   }
   const bool grouped = (hasNative && !o.native) || c == Coll::HyperCube;
   // The library stages a group of several device ops whole but runs a group of one op as

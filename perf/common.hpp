@@ -81,6 +81,8 @@ collDataType_t parseType(const std::string& name);  // throws UsageError
 collRedOp_t parseOp(const std::string& name);       // throws UsageError
 const char* typeName(collDataType_t dt);            // nccl-tests spelling: "float", "half"
 const char* opName(collRedOp_t op);
+bool isBitwiseOp(collRedOp_t op);         // band, bor, bxor: integer types only
+bool isFloatingType(collDataType_t dt);
 size_t typeBytes(collDataType_t dt);
 
 // The message sizes of one sweep, minBytes..maxBytes inclusive.

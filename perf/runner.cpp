@@ -175,6 +175,7 @@ void Bench::sweep() {
     std::vector<collRedOp_t> ops = collHasOp(tool_.coll) ? opts_.ops
                                                          : std::vector<collRedOp_t>{collSum};
     for (collRedOp_t op : ops) {
+      if (isBitwiseOp(op) && isFloatingType(dt)) continue;  // "-o all" with a floating type
       if (!collHasRoot(tool_.coll)) {
         runCase(dt, op, 0);
       } else if (opts_.allRoots) {

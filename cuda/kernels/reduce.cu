@@ -56,6 +56,20 @@ void launchCombine(void* d, const void* a, const void* b, size_t n, cudaStream_t
 template <typename Op>
 struct AsIs : Op {};
 
+// Bitwise ops: integer types only (the API edge refuses them on floats).
+struct BandOp {
+  template <typename T>
+  __device__ static T apply(T a, T b) { return static_cast<T>(a & b); }
+};
+struct BorOp {
+  template <typename T>
+  __device__ static T apply(T a, T b) { return static_cast<T>(a | b); }
+};
+struct BxorOp {
+  template <typename T>
+  __device__ static T apply(T a, T b) { return static_cast<T>(a ^ b); }
+};
+
 template <typename T, template <typename> class On = AsIs>
 void reduceTyped(void* d, const void* a, const void* b, size_t n, collRedOp_t op, cudaStream_t s) {
   switch (op) {
@@ -63,7 +77,14 @@ void reduceTyped(void* d, const void* a, const void* b, size_t n, collRedOp_t op
     case collProd: return launchCombine<T, On<ProdOp>>(d, a, b, n, s);
     case collMax: return launchCombine<T, On<MaxOp>>(d, a, b, n, s);
     case collMin: return launchCombine<T, On<MinOp>>(d, a, b, n, s);
-    default: COLL_THROW(collInvalidArgument, "cuda::reduce: invalid op ", static_cast<int>(op));
+    case collBand: case collBor: case collBxor:
+      if constexpr (std::is_integral_v<T> && std::is_same_v<On<SumOp>, AsIs<SumOp>>) {
+        if (op == collBand) return launchCombine<T, BandOp>(d, a, b, n, s);
+        if (op == collBor) return launchCombine<T, BorOp>(d, a, b, n, s);
+        return launchCombine<T, BxorOp>(d, a, b, n, s);
+      }
+      [[fallthrough]];
+    default: COLL_THROW(collInvalidArgument, "cuda::reduce: invalid op ", static_cast<int>(op), " for this type");
   }
 }
 
@@ -122,6 +143,8 @@ void reduce(void* dst, const void* a, const void* b, size_t count, collDataType_
     case collFloat32: reduceTyped<float>(dst, a, b, count, op, s); break;
     case collFloat64: reduceTyped<double>(dst, a, b, count, op, s); break;
     case collBfloat16: reduceTyped<uint16_t, OnBf16>(dst, a, b, count, op, s); break;
+    case collInt16: reduceTyped<int16_t>(dst, a, b, count, op, s); break;
+    case collUint16: reduceTyped<uint16_t>(dst, a, b, count, op, s); break;
     default: break;
   }
   COLL_CUDA_CHECK(launchStatus());
@@ -145,6 +168,8 @@ void finishAverage(void* buf, size_t count, collDataType_t dt, int n, void* stre
     case collFloat32: divideKernel<<<g, kThreads, 0, s>>>(static_cast<float*>(buf), count, n); break;
     case collFloat64: divideKernel<<<g, kThreads, 0, s>>>(static_cast<double*>(buf), count, n); break;
     case collBfloat16: divide16Kernel<false><<<g, kThreads, 0, s>>>(static_cast<uint16_t*>(buf), count, n); break;
+    case collInt16: divideKernel<<<g, kThreads, 0, s>>>(static_cast<int16_t*>(buf), count, n); break;
+    case collUint16: divideKernel<<<g, kThreads, 0, s>>>(static_cast<uint16_t*>(buf), count, n); break;
     default: break;
   }
   COLL_CUDA_CHECK(launchStatus());

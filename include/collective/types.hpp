@@ -1,7 +1,7 @@
 // Element types and reduction ops for the C++ API.
 //
 // The data type of a collective is deduced from the span's element type:
-//   int8_t/uint8_t/int32_t/uint32_t/int64_t/uint64_t (any integer type of those sizes,
+//   int8_t/uint8_t/int16_t/uint16_t/int32_t/uint32_t/int64_t/uint64_t (any integer type of those sizes,
 //   bool excepted), float, double, and the 16-bit storage types collective::half
 //   (IEEE binary16) and collective::bfloat16. Anything else does not compile.
 #pragma once
@@ -34,6 +34,9 @@ enum class Op : int {
   Max = collMax,
   Min = collMin,
   Avg = collAvg,  // sum, then divided by the number of ranks (integers: truncating)
+  Band = collBand,  // bitwise and, or, exclusive or: integer types only
+  Bor = collBor,
+  Bxor = collBxor,
 };
 
 constexpr collRedOp_t toC(Op op) { return static_cast<collRedOp_t>(op); }
@@ -50,6 +53,7 @@ constexpr collDataType_t typeFor() {
   else if constexpr (std::is_integral_v<U> && !std::is_same_v<U, bool>) {
     constexpr bool s = std::is_signed_v<U>;
     if constexpr (sizeof(U) == 1) return s ? collInt8 : collUint8;
+    else if constexpr (sizeof(U) == 2) return s ? collInt16 : collUint16;
     else if constexpr (sizeof(U) == 4) return s ? collInt32 : collUint32;
     else if constexpr (sizeof(U) == 8) return s ? collInt64 : collUint64;
     else return collNumTypes;

@@ -14,14 +14,15 @@ struct Field {
   uint64_t get(uint64_t sig) const { return (sig >> shift) & ((uint64_t{1} << bits) - 1); }
   uint64_t put(uint64_t v) const { return (v & ((uint64_t{1} << bits) - 1)) << shift; }
 };
-constexpr Field kKind{0, 4}, kType{4, 4}, kRedOp{8, 3}, kIndex{11, 12}, kBig{23, 1}, kRoot{24, 18}, kCount{42, 22};
+constexpr Field kKind{0, 4}, kType{4, 4}, kRedOp{8, 4}, kIndex{12, 12}, kBig{24, 1}, kRoot{25, 17}, kCount{42, 22};
 constexpr uint64_t kCountLimit = uint64_t{1} << 22;  // counts from here on set kBig
 constexpr int kKinds = kNumOpKinds;  // 4 bits hold 1 + each
 
 // The reduction field of a pre-multiplied sum: one code for every such op, whatever its
 // number (numbers are local to a process) and scalar (ranks may pass different ones).
 constexpr uint64_t kPreMulCode = collNumOps + 1;
-static_assert(kPreMulCode < 8);
+static_assert(kPreMulCode < 16);
+static_assert(collNumTypes <= 16);
 
 const char* redOpText(uint64_t code) {
   if (code == kPreMulCode) return "premulsum";

@@ -9,15 +9,15 @@
 // Layout, low bits first:
 //   4 bits  kind: 1 + OpKind; send and receive share one code (point-to-point)
 //   4 bits  data type (collectives only)
-//   3 bits  1 + reduction (all-reduce, reduce, reduce-scatter only); 1 + collNumOps for
+//   4 bits  1 + reduction (all-reduce, reduce, reduce-scatter only); 1 + collNumOps for
 //           every pre-multiplied sum, whatever its number and scalar
 //  12 bits  the communicator's count of earlier collective calls, mod 4096
 //   1 bit   count >= 2^22
-//  18 bits  root (broadcast, reduce, gather, scatter only), mod 2^18
+//  17 bits  root (broadcast, reduce, gather, scatter only), mod 2^17
 //  22 bits  count, mod 2^22
 // Point-to-point messages carry only the kind (their sizes are checked by the links;
 // their number is the application's business). Fields reduced mod 2^k can let rare
-// mismatches through (roots 2^18 apart, counts differing by a multiple of 2^22, where
+// mismatches through (roots 2^17 apart, counts differing by a multiple of 2^22, where
 // the size check usually still catches them, or 4096 missing calls); they never make
 // matching calls look different. 0 is "not stamped" and matches anything.
 #pragma once

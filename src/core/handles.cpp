@@ -180,6 +180,9 @@ void validateOp(const Comm& comm, const OpArgs& op, const void* stream, bool str
   const bool reduces = op.kind == OpKind::AllReduce || op.kind == OpKind::Reduce ||
                        op.kind == OpKind::ReduceScatter;
   if (reduces) COLL_CHECK_ARG(validOp(op.op), "op ", static_cast<int>(op.op), " is not a valid collRedOp_t");
+  if (reduces && isBitwiseOp(op.op))
+    COLL_CHECK_ARG(!isFloatType(op.dtype), "op ", opName(op.op), " is bitwise: it takes integer types, not ",
+                   typeName(op.dtype));
   if (op.isRooted())
     COLL_CHECK_ARG(op.root >= 0 && op.root < n, "root ", op.root, " is out of range [0, ", n, ")");
   if (op.isP2P())

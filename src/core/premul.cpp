@@ -57,6 +57,8 @@ void scaleBuffer(void* dst, const void* src, size_t count, collDataType_t dt, co
     case collUint32: return scaleInt<uint32_t>(dst, src, count, scalar);
     case collInt64: return scaleInt<int64_t>(dst, src, count, scalar);
     case collUint64: return scaleInt<uint64_t>(dst, src, count, scalar);
+    case collInt16: return scaleInt<int16_t>(dst, src, count, scalar);
+    case collUint16: return scaleInt<uint16_t>(dst, src, count, scalar);
     case collFloat16: return scale16<halfToFloat, floatToHalf>(dst, src, count, scalar);
     case collBfloat16: return scale16<bf16ToFloat, floatToBf16>(dst, src, count, scalar);
     case collFloat32: return scaleFloat<float>(dst, src, count, scalar);

@@ -291,6 +291,20 @@ struct MinOp {
   }
 };
 
+// Bitwise ops: integer types only (the API edge refuses them on floats).
+struct BandOp {
+  template <typename T>
+  COLL_INLINE static T apply(T a, T b) { return static_cast<T>(a & b); }
+};
+struct BorOp {
+  template <typename T>
+  COLL_INLINE static T apply(T a, T b) { return static_cast<T>(a | b); }
+};
+struct BxorOp {
+  template <typename T>
+  COLL_INLINE static T apply(T a, T b) { return static_cast<T>(a ^ b); }
+};
+
 // ---------------------------------------------------------------- loops
 
 // ivdep: dst may be a or b exactly, a dependence distance of 0 that is never
@@ -382,7 +396,14 @@ void reduceTyped(void* dst, const void* a, const void* b, size_t n, collRedOp_t 
     case collProd: return combine<T, On<ProdOp>>(d, x, y, n, stream);
     case collMax: return combine<T, On<MaxOp>>(d, x, y, n, stream);
     case collMin: return combine<T, On<MinOp>>(d, x, y, n, stream);
-    default: COLL_THROW(collInvalidArgument, "reduceBuffers: invalid op ", static_cast<int>(op));
+    case collBand: case collBor: case collBxor:
+      if constexpr (std::is_integral_v<T> && std::is_same_v<On<SumOp>, SumOp>) {
+        if (op == collBand) return combine<T, BandOp>(d, x, y, n, stream);
+        if (op == collBor) return combine<T, BorOp>(d, x, y, n, stream);
+        return combine<T, BxorOp>(d, x, y, n, stream);
+      }
+      [[fallthrough]];
+    default: COLL_THROW(collInvalidArgument, "reduceBuffers: invalid op ", static_cast<int>(op), " for this type");
   }
 }
 
@@ -396,7 +417,7 @@ void reduce16(void* dst, const void* a, const void* b, size_t n, collRedOp_t op,
     case collProd: return combine16<ProdOp, Codec>(d, x, y, n, stream);
     case collMax: return combine16<MaxOp, Codec>(d, x, y, n, stream);
     case collMin: return combine16<MinOp, Codec>(d, x, y, n, stream);
-    default: COLL_THROW(collInvalidArgument, "reduceBuffers: invalid op ", static_cast<int>(op));
+    default: COLL_THROW(collInvalidArgument, "reduceBuffers: invalid op ", static_cast<int>(op), " for this type");
   }
 }
 
@@ -469,6 +490,8 @@ void reduceBuffers(void* dst, const void* a, const void* b, size_t count, collDa
     case collFloat32: return reduceTyped<float>(dst, a, b, count, op, s);
     case collFloat64: return reduceTyped<double>(dst, a, b, count, op, s);
     case collBfloat16: return reduceTyped<uint16_t, OnBf16>(dst, a, b, count, op, s);
+    case collInt16: return reduceTyped<int16_t>(dst, a, b, count, op, s);
+    case collUint16: return reduceTyped<uint16_t>(dst, a, b, count, op, s);
     default: break;
   }
 }
@@ -489,6 +512,8 @@ void finishAverage(void* buf, size_t count, collDataType_t dt, int n) {
     case collFloat32: return divideLoop(static_cast<float*>(buf), count, n);
     case collFloat64: return divideLoop(static_cast<double*>(buf), count, n);
     case collBfloat16: return divide16<Bf16Codec>(static_cast<uint16_t*>(buf), count, n);
+    case collInt16: return divideLoop(static_cast<int16_t*>(buf), count, n);
+    case collUint16: return divideLoop(static_cast<uint16_t*>(buf), count, n);
     default: break;
   }
 }

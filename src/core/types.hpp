@@ -13,5 +13,6 @@ size_t typeSize(collDataType_t dt);  // 0 for invalid
 const char* typeName(collDataType_t dt);  // "float32"...; "invalid" for bad values
 const char* opName(collRedOp_t op);       // "sum"...
 bool isFloatType(collDataType_t dt);
+bool isBitwiseOp(collRedOp_t op);  // band, bor, bxor: integer types only
 
 }  // namespace coll

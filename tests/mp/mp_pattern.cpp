@@ -8,7 +8,7 @@ namespace {
 
 // Input of `rank` at period position i. Sum/avg: a base plus deviations that cancel over
 // the ranks, so the average is exactly the base. Prod: -1, 1 or 2, at most three 2s over
-// 8 ranks. Max/min: 0..16, shifted to -8..8 for signed types.
+// 8 ranks. Max/min and the bitwise ops: 0..16, shifted to -8..8 for signed types.
 int64_t inputValue(collRedOp_t op, bool sgn, int rank, int n, size_t i, uint32_t salt) {
   uint32_t h = mix(i, salt);
   switch (op) {
@@ -32,6 +32,9 @@ int64_t combine(collRedOp_t op, int64_t a, int64_t b) {
     case collProd: return a * b;
     case collMax: return std::max(a, b);
     case collMin: return std::min(a, b);
+    case collBand: return a & b;
+    case collBor: return a | b;
+    case collBxor: return a ^ b;
     default: return a + b;
   }
 }

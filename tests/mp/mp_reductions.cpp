@@ -162,6 +162,18 @@ void runReductionTests(Ctx& ctx) {
           reduceScatterCase(ctx, Case{dt, op, count, inPlace, mix(++serial, 2)});
     }
   }
+  // The bitwise ops on the integer types, at two counts (their kernels are the sums' loops).
+  for (collDataType_t dt : kTypes) {
+    if (isFloat(dt)) continue;
+    for (collRedOp_t op : kBitwiseOps) {
+      for (size_t count : {size_t{13}, size_t{1001}}) {
+        Case c{dt, op, count, (++serial & 1) != 0, mix(serial, 3)};
+        allReduceCase(ctx, c);
+        reduceCase(ctx, c, static_cast<int>(serial % ctx.nranks));
+        reduceScatterCase(ctx, Case{dt, op, count / 13, c.inPlace, mix(++serial, 4)});
+      }
+    }
+  }
   expectSameOnAllRanks(ctx, "all-reduce results (fingerprint of all cases)", &ctx.resultsFingerprint,
                        sizeof ctx.resultsFingerprint);
   runPreMulTests(ctx, serial);

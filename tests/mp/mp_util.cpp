@@ -9,6 +9,8 @@ const char* typeName(collDataType_t dt) {
   switch (dt) {
     case collInt8: return "int8";
     case collUint8: return "uint8";
+    case collInt16: return "int16";
+    case collUint16: return "uint16";
     case collInt32: return "int32";
     case collUint32: return "uint32";
     case collInt64: return "int64";
@@ -28,6 +30,9 @@ const char* opName(collRedOp_t op) {
     case collMax: return "max";
     case collMin: return "min";
     case collAvg: return "avg";
+    case collBand: return "band";
+    case collBor: return "bor";
+    case collBxor: return "bxor";
     default: return "?";
   }
 }
@@ -37,7 +42,7 @@ bool isFloat(collDataType_t dt) {
 }
 
 bool isSigned(collDataType_t dt) {
-  return isFloat(dt) || dt == collInt8 || dt == collInt32 || dt == collInt64;
+  return isFloat(dt) || dt == collInt8 || dt == collInt16 || dt == collInt32 || dt == collInt64;
 }
 
 // IEEE binary16 with round-to-nearest-even, NaN kept quiet, overflow to infinity.
@@ -91,6 +96,8 @@ void storeValue(void* buf, size_t i, collDataType_t dt, double v) {
   switch (dt) {
     case collInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(w); break;
     case collUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(w); break;
+    case collInt16: static_cast<int16_t*>(buf)[i] = static_cast<int16_t>(w); break;
+    case collUint16: static_cast<uint16_t*>(buf)[i] = static_cast<uint16_t>(w); break;
     case collInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(w); break;
     case collUint32: static_cast<uint32_t*>(buf)[i] = static_cast<uint32_t>(w); break;
     case collInt64: static_cast<int64_t*>(buf)[i] = w; break;
@@ -107,6 +114,8 @@ double loadValue(const void* buf, size_t i, collDataType_t dt) {
   switch (dt) {
     case collInt8: return static_cast<const int8_t*>(buf)[i];
     case collUint8: return static_cast<const uint8_t*>(buf)[i];
+    case collInt16: return static_cast<const int16_t*>(buf)[i];
+    case collUint16: return static_cast<const uint16_t*>(buf)[i];
     case collInt32: return static_cast<const int32_t*>(buf)[i];
     case collUint32: return static_cast<const uint32_t*>(buf)[i];
     case collInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);

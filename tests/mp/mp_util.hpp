@@ -30,10 +30,12 @@ struct Ctx {
   uint64_t resultsFingerprint = 0;  // of every all-reduce result, compared across ranks once
 };
 
-constexpr collDataType_t kTypes[] = {collInt8,    collUint8,   collInt32, collUint32,
-                                     collInt64,   collUint64,  collFloat16, collFloat32,
-                                     collFloat64, collBfloat16};
+constexpr collDataType_t kTypes[] = {collInt8,    collUint8,   collInt16,   collUint16,
+                                     collInt32,   collUint32,  collInt64,   collUint64,
+                                     collFloat16, collFloat32, collFloat64, collBfloat16};
+// The arithmetic reductions, which every type takes; the bitwise ones take integers only.
 constexpr collRedOp_t kOps[] = {collSum, collProd, collMax, collMin, collAvg};
+constexpr collRedOp_t kBitwiseOps[] = {collBand, collBor, collBxor};
 
 const char* typeName(collDataType_t dt);
 const char* opName(collRedOp_t op);

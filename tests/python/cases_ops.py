@@ -6,7 +6,7 @@ import time
 import torch
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,
-          torch.uint8, torch.int8]
+          torch.int16, torch.uint8, torch.int8]
 FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 

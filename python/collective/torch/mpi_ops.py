@@ -26,6 +26,7 @@ _OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "P
 # torch dtype -> collDataType_t (include/collective.h)
 _DTYPES = {
     torch.int8: 0,
+    torch.int16: 10,
     torch.uint8: 1,
     torch.int32: 2,
     torch.int64: 4,

@@ -19,9 +19,12 @@
 namespace testing_coll {
 
 // Every data type and reduction of the C API, for tests that sweep them all.
-inline constexpr collDataType_t kTypes[] = {collInt8,   collUint8,   collInt32,    collUint32,  collInt64,
-                                            collUint64, collFloat16, collBfloat16, collFloat32, collFloat64};
+inline constexpr collDataType_t kTypes[] = {collInt8,   collUint8,   collInt16,    collUint16,
+                                            collInt32,  collUint32,  collInt64,    collUint64,
+                                            collFloat16, collBfloat16, collFloat32, collFloat64};
+// The arithmetic reductions, which every type takes; the bitwise ones take integers only.
 inline constexpr collRedOp_t kOps[] = {collSum, collProd, collMax, collMin, collAvg};
+inline constexpr collRedOp_t kBitwiseOps[] = {collBand, collBor, collBxor};
 
 // Counts failures from many rank threads and reports the first ten, so one wrong
 // configuration does not flood the log with every element it got wrong.
@@ -51,6 +54,8 @@ inline int64_t smallValue(uint32_t seed, int rank, size_t i, collRedOp_t op) {
 inline void storeValue(void* buf, size_t i, collDataType_t dt, double v) {
   switch (dt) {
     case collInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(static_cast<int64_t>(v)); break;
+    case collInt16: static_cast<int16_t*>(buf)[i] = static_cast<int16_t>(static_cast<int64_t>(v)); break;
+    case collUint16: static_cast<uint16_t*>(buf)[i] = static_cast<uint16_t>(static_cast<int64_t>(v)); break;
     case collUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(static_cast<int64_t>(v)); break;
     case collInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(static_cast<int64_t>(v)); break;
     case collUint32: static_cast<uint32_t*>(buf)[i] = static_cast<uint32_t>(static_cast<int64_t>(v)); break;
@@ -64,9 +69,17 @@ inline void storeValue(void* buf, size_t i, collDataType_t dt, double v) {
   }
 }
 
-inline bool isUnsigned(collDataType_t dt) { return dt == collUint8 || dt == collUint32 || dt == collUint64; }
+inline bool isUnsigned(collDataType_t dt) {
+  return dt == collUint8 || dt == collUint16 || dt == collUint32 || dt == collUint64;
+}
 inline bool isFloat(collDataType_t dt) {
   return dt == collFloat16 || dt == collBfloat16 || dt == collFloat32 || dt == collFloat64;
+}
+// Every reduction dt takes: the arithmetic ones, and the bitwise ones for integers.
+inline std::vector<collRedOp_t> opsFor(collDataType_t dt) {
+  std::vector<collRedOp_t> ops(std::begin(kOps), std::end(kOps));
+  if (!isFloat(dt)) ops.insert(ops.end(), std::begin(kBitwiseOps), std::end(kBitwiseOps));
+  return ops;
 }
 
 // The exact reduction of the ranks' values for element i, as stored in type dt.
@@ -79,6 +92,8 @@ inline void expectedValue(void* out, size_t i, collDataType_t dt, collRedOp_t op
     switch (dt) {
       case collInt8: return *reinterpret_cast<int8_t*>(tmp);
       case collUint8: return *reinterpret_cast<uint8_t*>(tmp);
+      case collInt16: return *reinterpret_cast<int16_t*>(tmp);
+      case collUint16: return *reinterpret_cast<uint16_t*>(tmp);
       case collInt32: return *reinterpret_cast<int32_t*>(tmp);
       case collUint32: return *reinterpret_cast<uint32_t*>(tmp);
       default: return v;
@@ -98,6 +113,9 @@ inline void expectedValue(void* out, size_t i, collDataType_t dt, collRedOp_t op
       case collProd: acc = static_cast<int64_t>(u64(acc) * u64(v)); break;
       case collMax: acc = greater(v, acc) ? v : acc; break;
       case collMin: acc = greater(acc, v) ? v : acc; break;
+      case collBand: acc &= v; break;
+      case collBor: acc |= v; break;
+      case collBxor: acc ^= v; break;
       default: break;
     }
     if (op == collProd) acc = asType(acc);
@@ -112,6 +130,7 @@ inline void expectedValue(void* out, size_t i, collDataType_t dt, collRedOp_t op
     if (isUnsigned(dt)) {
       uint64_t u = static_cast<uint64_t>(acc);
       if (dt == collUint8) u &= 0xff;
+      if (dt == collUint16) u &= 0xffff;
       if (dt == collUint32) u &= 0xffffffffull;
       if (dt == collUint64) {  // beyond 2^53: a trip through double would round
         static_cast<uint64_t*>(out)[i] = u / n;
@@ -130,6 +149,8 @@ inline double loadValue(const void* buf, size_t i, collDataType_t dt) {
   switch (dt) {
     case collInt8: return static_cast<const int8_t*>(buf)[i];
     case collUint8: return static_cast<const uint8_t*>(buf)[i];
+    case collInt16: return static_cast<const int16_t*>(buf)[i];
+    case collUint16: return static_cast<const uint16_t*>(buf)[i];
     case collInt32: return static_cast<const int32_t*>(buf)[i];
     case collUint32: return static_cast<const uint32_t*>(buf)[i];
     case collInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);

@@ -54,7 +54,8 @@ inline Call draw(Rng& g, int n, uint32_t seed) {
   // Mostly small: the large counts take the pipelined, chunked and single-copy paths.
   c.count = kCounts[g.chance(80) ? g.below(9) : g.below(std::size(kCounts))];
   c.dt = kTypes[g.below(std::size(kTypes))];
-  c.op = kOps[g.below(std::size(kOps))];
+  const auto ops = opsFor(c.dt);
+  c.op = ops[g.below(ops.size())];
   c.root = static_cast<int>(g.below(static_cast<size_t>(n)));
   c.inPlace = c.k != K::AllToAll && c.k != K::SendRecv && g.chance(35);
   c.seed = seed;

@@ -86,8 +86,13 @@ TEST_F(BadInput, TypesOpsRootsPeers) {
   EXPECT_EQ(collAllReduce(a_, b_, 4, static_cast<collDataType_t>(42), collSum, c_, nullptr), collInvalidArgument);
   EXPECT_TRUE(mentions(collGetLastError(c_), "datatype"));
   EXPECT_EQ(collAllReduce(a_, b_, 4, static_cast<collDataType_t>(-1), collSum, c_, nullptr), collInvalidArgument);
-  EXPECT_EQ(collAllReduce(a_, b_, 4, collFloat32, static_cast<collRedOp_t>(9), c_, nullptr), collInvalidArgument);
+  EXPECT_EQ(collAllReduce(a_, b_, 4, collFloat32, static_cast<collRedOp_t>(99), c_, nullptr), collInvalidArgument);
   EXPECT_TRUE(mentions(collGetLastError(c_), "op"));
+  for (collRedOp_t op : {collBand, collBor, collBxor}) {  // bitwise ops take integers only
+    EXPECT_EQ(collAllReduce(a_, b_, 4, collFloat32, op, c_, nullptr), collInvalidArgument);
+    EXPECT_TRUE(mentions(collGetLastError(c_), "bitwise"));
+    EXPECT_EQ(collReduceScatter(a_, b_, 1, collBfloat16, op, c_, nullptr), collInvalidArgument);
+  }
   EXPECT_EQ(collBroadcast(a_, b_, 4, collFloat32, 1, c_, nullptr), collInvalidArgument);
   EXPECT_TRUE(mentions(collGetLastError(c_), "root"));
   EXPECT_EQ(collReduce(a_, b_, 4, collFloat32, collSum, -1, c_, nullptr), collInvalidArgument);

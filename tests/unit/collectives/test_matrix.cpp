@@ -51,7 +51,7 @@ TEST_P(Matrix, AllCollectives) {
       size_t es = collTypeSize(dt);
       for (size_t count : counts) {
         for (int inPlace = 0; inPlace < 2; ++inPlace) {
-          for (collRedOp_t op : kOps) {
+          for (collRedOp_t op : opsFor(dt)) {
             ++seed;
             // all-reduce
             std::vector<char> in(count * es + 1), out(count * es + 1);

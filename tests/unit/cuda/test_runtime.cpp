@@ -86,7 +86,7 @@ TEST(CudaLaunchers, RejectBadArgumentsBeforeLaunching) {
   EXPECT_EQ(codeOf([&] { reduce(d, d, d, 4, static_cast<collDataType_t>(99), collSum, nullptr); }, &msg),
             collInvalidArgument);
   EXPECT_NE(msg.find("invalid datatype 99"), std::string::npos) << msg;
-  EXPECT_EQ(codeOf([&] { reduce(d, d, d, 4, collFloat32, static_cast<collRedOp_t>(7), nullptr); }),
+  EXPECT_EQ(codeOf([&] { reduce(d, d, d, 4, collFloat32, static_cast<collRedOp_t>(99), nullptr); }),
             collInvalidArgument);
   EXPECT_EQ(codeOf([&] { reduce(nullptr, d, d, 4, collFloat32, collSum, nullptr); }), collInvalidArgument);
   EXPECT_EQ(codeOf([&] { reduce(h.data() + 1, h.data(), h.data(), 8, collFloat32, collSum, nullptr); }),

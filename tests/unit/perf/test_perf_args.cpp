@@ -187,17 +187,18 @@ TEST(PerfParseArgs, InlineAndLongForms) {
 
 TEST(PerfParseArgs, AllTypesOpsAndRoots) {
   Options o = parse({"-d", "all", "-o", "all", "-r", "all"});
-  ASSERT_EQ(o.types.size(), 10u);
-  for (int t = 0; t < 10; ++t) EXPECT_EQ(o.types[t], collDataType_t(t));
-  ASSERT_EQ(o.ops.size(), 5u);
+  ASSERT_EQ(o.types.size(), 12u);
+  for (int t = 0; t < 12; ++t) EXPECT_EQ(o.types[t], collDataType_t(t));
+  ASSERT_EQ(o.ops.size(), 8u);
   EXPECT_EQ(o.ops[4], collAvg);
+  EXPECT_EQ(o.ops[7], collBxor);
   EXPECT_TRUE(o.allRoots);
 }
 
 TEST(PerfParseArgs, TypeNamesRoundTrip) {
-  const char* names[] = {"int8", "uint8", "int32", "uint32", "int64",
-                         "uint64", "half", "float", "double", "bfloat16"};
-  for (int t = 0; t < 10; ++t) {
+  const char* names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+                         "half", "float", "double", "bfloat16", "int16", "uint16"};
+  for (int t = 0; t < 12; ++t) {
     EXPECT_EQ(perf::parseType(names[t]), collDataType_t(t)) << names[t];
     EXPECT_STREQ(perf::typeName(collDataType_t(t)), names[t]);
   }
@@ -409,4 +410,16 @@ TEST(PerfProblems, HypercubeNeedsAPowerOfTwo) {
   }
   for (Coll c : {Coll::Gather, Coll::Scatter, Coll::AllGather})
     EXPECT_EQ(perf::rankCountProblem(c, 3), "") << perf::collName(c);
+}
+
+TEST(PerfParseArgs, BitwiseOpsTakeIntegerTypesOnly) {
+  EXPECT_NE(perf::optionsProblem(perf::Coll::AllReduce, parse({"-o", "band", "-d", "float"})).find("bitwise"),
+            std::string::npos);
+  EXPECT_NE(perf::optionsProblem(perf::Coll::Reduce, parse({"-o", "bxor", "-d", "bfloat16"})).find("bitwise"),
+            std::string::npos);
+  EXPECT_EQ(perf::optionsProblem(perf::Coll::AllReduce, parse({"-o", "bor", "-d", "int16"})), "");
+  // "-o all" keeps float types: the sweep pairs the bitwise ops with integers alone.
+  EXPECT_EQ(perf::optionsProblem(perf::Coll::AllReduce, parse({"-o", "all", "-d", "all"})), "");
+  EXPECT_EQ(perf::parseOp("band"), collBand);
+  EXPECT_STREQ(perf::opName(collBxor), "bxor");
 }

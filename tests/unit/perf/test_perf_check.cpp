@@ -12,9 +12,9 @@ using perf::Pattern;
 
 namespace {
 
-const collDataType_t kAllTypes[] = {collInt8,  collUint8, collInt32, collUint32,
-                                    collInt64, collUint64, collHalf, collFloat,
-                                    collDouble, collBfloat16};
+const collDataType_t kAllTypes[] = {collInt8,  collUint8, collInt16, collUint16,
+                                    collInt32, collUint32, collInt64, collUint64,
+                                    collHalf,  collFloat,  collDouble, collBfloat16};
 
 // The library's documented arithmetic: combine two values in the type (integers wrap,
 // half/bfloat16 round after every step), ranks in the given order; avg divides once.
@@ -25,9 +25,13 @@ double simulateReduction(const Pattern& p, collRedOp_t op, int n, size_t elem, b
   for (int i = 1; i < n; ++i) {
     int r = reverse ? n - 1 - i : i;
     double v = perf::roundToType(static_cast<double>(p.value(r, elem)), dt);
+    const auto ia = static_cast<int64_t>(acc), iv = static_cast<int64_t>(v);
     double c = op == collProd ? acc * v
              : op == collMax  ? std::max(acc, v)
              : op == collMin  ? std::min(acc, v)
+             : op == collBand ? static_cast<double>(ia & iv)
+             : op == collBor  ? static_cast<double>(ia | iv)
+             : op == collBxor ? static_cast<double>(ia ^ iv)
                               : acc + v;
     acc = perf::roundToType(c, dt);
   }
@@ -117,6 +121,7 @@ TEST(PerfPattern, HandComputedValues) {
 TEST(PerfPattern, ExpectedIsExactInAnyOrderForEveryTypeOpAndSize) {
   for (collDataType_t dt : kAllTypes) {
     for (int op = 0; op < collNumOps; ++op) {
+      if (perf::isBitwiseOp(collRedOp_t(op)) && perf::isFloatingType(dt)) continue;
       for (int n : {1, 2, 3, 4, 7, 8, 16}) {
         Pattern p(dt, collRedOp_t(op), n);
         for (size_t e = 0; e < 300; ++e) {

@@ -30,12 +30,14 @@ static_assert(collective::dataTypeOf<const double> == collFloat64);
 static_assert(collective::dataTypeOf<collective::half> == collFloat16);
 static_assert(collective::dataTypeOf<collective::bfloat16> == collBfloat16);
 static_assert(!collective::Element<bool>);
-static_assert(!collective::Element<int16_t>);
+static_assert(collective::dataTypeOf<int16_t> == collInt16);
+static_assert(collective::dataTypeOf<uint16_t> == collUint16);
 static_assert(!collective::Element<long double>);
 static_assert(!collective::Element<std::string>);
 static_assert(collective::toC(Op::Sum) == collSum && collective::toC(Op::Prod) == collProd &&
               collective::toC(Op::Max) == collMax && collective::toC(Op::Min) == collMin &&
-              collective::toC(Op::Avg) == collAvg);
+              collective::toC(Op::Avg) == collAvg && collective::toC(Op::Band) == collBand &&
+              collective::toC(Op::Bor) == collBor && collective::toC(Op::Bxor) == collBxor);
 static_assert(!std::is_copy_constructible_v<Communicator> &&
               std::is_nothrow_move_constructible_v<Communicator>);
 static_assert(!std::is_copy_assignable_v<collective::Request> &&

@@ -20,7 +20,15 @@ namespace {
 using reftest::bits;
 using reftest::Format;
 
-const collRedOp_t kOps[] = {collSum, collProd, collMax, collMin, collAvg};
+const collRedOp_t kFloatOps[] = {collSum, collProd, collMax, collMin, collAvg};
+const collRedOp_t kIntOps[] = {collSum, collProd, collMax, collMin, collAvg, collBand, collBor, collBxor};
+
+// Every op the type takes: the bitwise ones on integer types only.
+template <typename C>
+std::vector<collRedOp_t> opsFor() {
+  if (std::is_floating_point_v<typename C::Type> || C::is16) return {std::begin(kFloatOps), std::end(kFloatOps)};
+  return {std::begin(kIntOps), std::end(kIntOps)};
+}
 
 template <typename T, collDataType_t DT>
 struct Case {
@@ -34,7 +42,7 @@ using AllCases = ::testing::Types<
     Case<int8_t, collInt8>, Case<uint8_t, collUint8>, Case<int32_t, collInt32>,
     Case<uint32_t, collUint32>, Case<int64_t, collInt64>, Case<uint64_t, collUint64>,
     Case<uint16_t, collFloat16>, Case<float, collFloat32>, Case<double, collFloat64>,
-    Case<uint16_t, collBfloat16>>;
+    Case<uint16_t, collBfloat16>, Case<int16_t, collInt16>, Case<uint16_t, collUint16>>;
 
 // Wrap-around through 128-bit arithmetic, a different route than the kernel's.
 template <typename T>
@@ -46,6 +54,9 @@ T refInt(T a, T b, collRedOp_t op) {
     case collSum: case collAvg: return static_cast<T>(static_cast<U>(wa + wb));
     case collProd: return static_cast<T>(static_cast<U>(wa * wb));
     case collMax: return std::max(a, b);
+    case collBand: return static_cast<T>(static_cast<U>(wa & wb));
+    case collBor: return static_cast<T>(static_cast<U>(wa | wb));
+    case collBxor: return static_cast<T>(static_cast<U>(wa ^ wb));
     default: return std::min(a, b);
   }
 }
@@ -115,7 +126,7 @@ TYPED_TEST(ReduceOps, MatchesScalarReference) {
   for (size_t n : {size_t{1}, size_t{7}, size_t{2500}}) {
     const auto a = reftest::randomValues<T>(n, 11 + n, TypeParam::is16);
     const auto b = reftest::randomValues<T>(n, 23 + n, TypeParam::is16);
-    for (collRedOp_t op : kOps) {
+    for (collRedOp_t op : opsFor<TypeParam>()) {
       std::vector<T> got(n), want(n);
       coll::reduceBuffers(got.data(), a.data(), b.data(), n, TypeParam::dt, op);
       for (size_t i = 0; i < n; ++i) want[i] = expected<TypeParam>(a[i], b[i], op);
@@ -135,7 +146,7 @@ TYPED_TEST(ReduceOps, BitwiseCommutative) {
     for (size_t i = 0; i < n; i += 5) a[i] = bits<T>(static_cast<U>(qnan + i + 1));
     for (size_t i = 0; i < n; i += 7) b[i] = -std::numeric_limits<T>::quiet_NaN();
   }
-  for (collRedOp_t op : kOps) {
+  for (collRedOp_t op : opsFor<TypeParam>()) {
     std::vector<T> ab(n), ba(n);
     coll::reduceBuffers(ab.data(), a.data(), b.data(), n, TypeParam::dt, op);
     coll::reduceBuffers(ba.data(), b.data(), a.data(), n, TypeParam::dt, op);
@@ -148,7 +159,7 @@ TYPED_TEST(ReduceOps, InPlaceEqualsOutOfPlace) {
   const size_t n = 1031;
   const auto a = reftest::randomValues<T>(n, 7, TypeParam::is16);
   const auto b = reftest::randomValues<T>(n, 8, TypeParam::is16);
-  for (collRedOp_t op : kOps) {
+  for (collRedOp_t op : opsFor<TypeParam>()) {
     std::vector<T> want(n), aa(n);
     coll::reduceBuffers(want.data(), a.data(), b.data(), n, TypeParam::dt, op);
     auto x = a;
@@ -222,6 +233,34 @@ TEST(ReduceLarge, StreamedResultsMatchCachedOnes) {
   checkLargeOutOfPlace<int8_t>(collInt8, collProd);
   checkLargeOutOfPlace<uint16_t>(collFloat16, collMin, true);
   checkLargeOutOfPlace<uint16_t>(collBfloat16, collSum, true);
+}
+
+TEST(ReduceEdges, BitwiseOpsRefuseFloatingTypes) {
+  float f[2] = {1.0f, 2.0f};
+  uint16_t h[2] = {0x3c00, 0x4000};
+  for (collRedOp_t op : {collBand, collBor, collBxor}) {
+    EXPECT_THROW(coll::reduceBuffers(f, f, f, 2, collFloat32, op), coll::Error);
+    EXPECT_THROW(coll::reduceBuffers(h, h, h, 2, collFloat16, op), coll::Error);
+    EXPECT_THROW(coll::reduceBuffers(h, h, h, 2, collBfloat16, op), coll::Error);
+  }
+}
+
+TEST(ReduceEdges, Int16Values) {
+  int16_t a[] = {INT16_MAX, -5, 0x0ff0}, b[] = {1, 3, 0x00ff}, r[3];
+  coll::reduceBuffers(r, a, b, 3, collInt16, collSum);
+  EXPECT_EQ(r[0], INT16_MIN);  // wraps
+  EXPECT_EQ(r[1], -2);
+  coll::reduceBuffers(r, a, b, 3, collInt16, collBand);
+  EXPECT_EQ(r[2], 0x00f0);
+  coll::reduceBuffers(r, a, b, 3, collInt16, collBxor);
+  EXPECT_EQ(r[2], 0x0f0f);
+  uint16_t u[] = {65535, 7}, v[] = {2, 9}, w[2];
+  coll::reduceBuffers(w, u, v, 2, collUint16, collSum);
+  EXPECT_EQ(w[0], 1);
+  coll::reduceBuffers(w, u, v, 2, collUint16, collMax);
+  EXPECT_EQ(w[1], 9);
+  coll::finishAverage(v, 2, collUint16, 2);
+  EXPECT_EQ(v[1], 4);
 }
 
 TEST(ReduceEdges, IntegerWrapAround) {

@@ -75,7 +75,32 @@ bool Progress::poll() {
   return moved;
 }
 
+// A peer we wait on that last waited on this CPU is likely queued behind us on it (the
+// scheduler puts a task woken from a sleep next to its waker, and a busy machine may not
+// move either of two ranks off one CPU): spinning, or yielding to whatever else runs
+// there, would only delay it. Checked where a spinner would yield.
+// A thread that finds itself there several times in a row (across calls: a wait is often
+// shorter than one check) steps off that CPU.
+bool Progress::sharesCpuWithAwaitedPeer() {
+  static thread_local int inARow = 0;
+  constexpr int kInARowToMove = 4;
+  const int cpu = currentCpu();
+  if (cpu < 0) return false;
+  bool shares = false;
+  for (Link* l : links_) shares |= l->pending() && l->peerSharesCpu(cpu);
+  if (!shares) {
+    inARow = 0;
+  } else if (++inARow >= kInARowToMove) {
+    inARow = 0;
+    stepOffCpu(cpu);
+  }
+  return shares;
+}
+
 void Progress::idle() {
+  if (!backoff_.shouldBlock() && ((backoff_.idleCount() + 1) & (Backoff::kYieldEvery - 1)) == 0 &&
+      sharesCpuWithAwaitedPeer())
+    backoff_.blockNow();
   // Once spinning has not paid, sleep on the links themselves so that data arriving
   // wakes us at once (a fixed sleep would add its whole length to the latency).
   if (backoff_.shouldBlock() && !links_.empty()) {

@@ -86,6 +86,7 @@ class Progress {
   // The fields every send has, then the post; x is already reset, with its options set.
   void postSend(int peer, const void* buf, size_t bytes, Xfer* x);
   void checkHealth();
+  bool sharesCpuWithAwaitedPeer();
 
   Comm& comm_;
   const char* what_;

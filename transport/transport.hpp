@@ -85,6 +85,10 @@ class Link {
   // Blocks up to timeoutMs for this link to have something to do (poll on a socket, a
   // futex on a flag); may return early. Used by waiters after spinning.
   virtual void waitActivity(int timeoutMs) { (void)timeoutMs; }
+  // Whether the peer last waited on CPU `cpu`, the caller's own, as far as the link can
+  // tell (false when it cannot); also tells the peer that this side waits on `cpu`. A
+  // waiter spinning on a peer that needs its CPU to run only delays it: it blocks instead.
+  virtual bool peerSharesCpu(int cpu) { (void)cpu; return false; }
   // Appends the descriptors whose readiness means this link has work (the same events
   // waitActivity would wait for), so a waiter can sleep on several links with one poll.
   // Returns false when the link cannot be waited on through descriptors.

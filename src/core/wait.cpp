@@ -2,6 +2,9 @@
 
 #include <sched.h>
 #include <time.h>
+#if __has_include(<sys/rseq.h>)
+#include <sys/rseq.h>
+#endif
 
 #include <atomic>
 #include <chrono>
@@ -63,6 +66,31 @@ void Backoff::yieldTimed() {
   const int64_t t0 = nowNs();
   sched_yield();
   noteYield(nowNs() - t0, lateToStop_);
+}
+
+int currentCpu() {
+#if defined(RSEQ_SIG) && defined(__GLIBC__)
+  if (__rseq_size > 0) {
+    const auto* rs = reinterpret_cast<const volatile struct rseq*>(
+        static_cast<const char*>(__builtin_thread_pointer()) + __rseq_offset);
+    const auto cpu = static_cast<int32_t>(rs->cpu_id);
+    if (cpu >= 0) return cpu;
+  }
+#endif
+  return sched_getcpu();
+}
+
+bool stepOffCpu(int cpu) {
+  cpu_set_t allowed;
+  if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
+  cpu_set_t others = allowed;
+  CPU_CLR(cpu, &others);
+  if (CPU_COUNT(&others) == 0) return false;
+  // The kernel migrates a thread at once when its own CPU leaves its mask; restoring the
+  // mask right after lets the scheduler place it freely again from where it is now.
+  if (sched_setaffinity(0, sizeof others, &others) != 0) return false;
+  sched_setaffinity(0, sizeof allowed, &allowed);
+  return true;
 }
 
 Deadline::Deadline(double seconds) {

@@ -25,6 +25,16 @@ namespace coll {
 
 class Config;
 
+// The CPU the calling thread runs on now (from the kernel's rseq area where the C library
+// registered one: a load; else sched_getcpu), -1 if unknown.
+int currentCpu();
+// Moves the calling thread off CPU `cpu` where its affinity allows another one, and leaves
+// its affinity as it was: for a waiter whose peer keeps running on the same CPU. Waking
+// each other through the kernel, two ranks stay on one CPU (the scheduler places a woken
+// task next to its waker), while their host may have another CPU free or shared with a
+// busy process. Returns whether it moved.
+bool stepOffCpu(int cpu);
+
 class Deadline {
  public:
   using Clock = std::chrono::steady_clock;
@@ -50,6 +60,10 @@ class Backoff {
   void idle();
   // Call after a progress attempt that moved something.
   void reset() { n_ = 0; sleepUs_ = 1; }
+  // Ends the spinning and yielding phases now: the next idle calls block or sleep.
+  void blockNow() {
+    if (n_ <= spin_ + kYields) n_ = spin_ + kYields + 1;
+  }
   // How many consecutive idle calls so far.
   int idleCount() const { return n_; }
   // Past the spinning and yielding phases: a waiter may block (poll, futex) instead.

@@ -25,11 +25,12 @@ struct Options {
   std::vector<EnvExport> exports;
   double timeoutSec = 0;          // 0: no time limit
   bool tagOutput = true;
-  // Local ranks' CPU binding: "auto" gives each local rank a share of the launcher's CPUs
-  // of its own when there are at least as many CPUs as local ranks, "core" does so always
-  // (round robin when there are fewer CPUs), "none" (the default) leaves the launcher's
-  // affinity, so the scheduler can move a rank away from a CPU something else took.
-  std::string bindTo = "none";
+  // Local ranks' CPU binding: "auto" (the default) gives each local rank a share of the
+  // launcher's CPUs of its own when there are at least as many CPUs as local ranks, "core"
+  // does so always (round robin when there are fewer CPUs), "none" leaves the launcher's
+  // affinity. Unbound ranks that wake each other through the kernel end up on one CPU
+  // (the scheduler places a woken task next to its waker) and stay there on a busy host.
+  std::string bindTo = "auto";
   std::vector<std::string> sshCommand;  // the remote shell and its options
   std::vector<std::string> program;     // program followed by its arguments
   bool help = false;

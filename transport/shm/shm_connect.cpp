@@ -179,6 +179,7 @@ void Connector::fillSide(Pair& p) {
   s->probeAddr = reinterpret_cast<uint64_t>(&probeWord_);
   s->probeValue = probeWord_;
   s->cmaFromPeer = kCmaUnknown;
+  s->cpu = -1;
   s->status = kSideAttaching;
 }
 

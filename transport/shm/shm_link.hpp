@@ -158,6 +158,7 @@ class ShmLink final : public Link {
   void postRecv(Xfer* x) override;
   bool progress() override;
   void waitActivity(int timeoutMs) override;
+  bool peerSharesCpu(int cpu) override;
   const char* transportName() const override { return "shm"; }
   bool pending() const override { return !sendQ_.empty() || !ackQ_.empty() || !recvQ_.empty(); }
   uint64_t unclaimedCall() override;

@@ -143,6 +143,13 @@ void ShmLink::waitActivity(int timeoutMs) {
   shared(me_->sleeping).store(0, std::memory_order_relaxed);
 }
 
+bool ShmLink::peerSharesCpu(int cpu) {
+  // Relaxed: a stale value costs at most one needless sleep, or one more spin period.
+  auto mine = shared(me_->cpu);
+  if (mine.load(std::memory_order_relaxed) != cpu) mine.store(cpu, std::memory_order_relaxed);
+  return shared(peerCtl_->cpu).load(std::memory_order_relaxed) == cpu;
+}
+
 void ShmLink::wakePeer() {
   // seq_cst fence: orders our preceding head/tail/acks/status store before the load of
   // the peer's sleeping flag (see waitActivity for the other half of the handshake).

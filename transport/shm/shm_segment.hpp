@@ -26,7 +26,7 @@
 namespace coll::shm {
 
 constexpr uint64_t kSegMagic = 0x314d48534c4c4f43ull;  // "COLLSHM1" little-endian
-constexpr uint32_t kSegVersion = 4;
+constexpr uint32_t kSegVersion = 5;
 constexpr size_t kLine = 64;
 constexpr size_t kRingOffset = 4096;
 constexpr size_t kMinRingBytes = 4096;
@@ -58,6 +58,9 @@ struct alignas(kLine) SideCtl {
   int32_t rank;
   uint64_t probeAddr;    // address of a word in the owner's memory holding probeValue
   uint64_t probeValue;
+  // The CPU the owner last waited on (-1: not known yet), rewritten only when it changes:
+  // a waiter whose peer shares its CPU stops spinning (see Link::peerSharesCpu).
+  int32_t cpu;
 };
 
 // Cooperative single-copy: for a large single-copy record the receiver offers the

@@ -205,20 +205,20 @@ TEST_F(Launcher, EveryRankGetsItsEnvironment) {
   EXPECT_NE(again.out.substr(4, 64), secret);  // fresh per job
 }
 
-// --bind-to auto: with at least as many CPUs as ranks each rank runs on CPUs of its own;
-// the default (none) leaves the launcher's.
+// --bind-to auto (the default): with at least as many CPUs as ranks each rank runs on CPUs
+// of its own; none leaves the launcher's.
 TEST_F(Launcher, RanksGetCpusOfTheirOwn) {
   cpu_set_t set;
   ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
   const int cpus = CPU_COUNT(&set);
   if (cpus < 2) GTEST_SKIP() << "needs 2 CPUs";
-  Result r = run({"-np", "2", "--bind-to", "auto", "sh", "-c", "grep Cpus_allowed_list /proc/self/status | cut -f2"});
+  Result r = run({"-np", "2", "sh", "-c", "grep Cpus_allowed_list /proc/self/status | cut -f2"});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   auto lines = byRank(r.out);
   ASSERT_EQ(lines[0].size(), 1u);
   ASSERT_EQ(lines[1].size(), 1u);
   EXPECT_NE(lines[0][0], lines[1][0]) << r.out;
-  Result none = run({"-np", "2", "sh", "-c", "grep Cpus_allowed_list /proc/self/status | cut -f2"});
+  Result none = run({"-np", "2", "--bind-to", "none", "sh", "-c", "grep Cpus_allowed_list /proc/self/status | cut -f2"});
   auto unbound = byRank(none.out);
   EXPECT_EQ(unbound[0], unbound[1]) << none.out;
 }

@@ -98,7 +98,7 @@ TEST(LauncherBinding, SharesOfTheLauncherCpus) {
     for (int c : bindingFor("auto", r, 3, eight)) all.push_back(c);
   EXPECT_EQ(all, eight);
   EXPECT_EQ(parse({"-np", "2", "--bind-to", "none", "prog"}).bindTo, "none");
-  EXPECT_EQ(parse({"-np", "2", "prog"}).bindTo, "none");
+  EXPECT_EQ(parse({"-np", "2", "prog"}).bindTo, "auto");
   EXPECT_THROW(parse({"-np", "2", "--bind-to=socket", "prog"}), coll::Error);
 }
 

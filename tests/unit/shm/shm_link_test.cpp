@@ -2,6 +2,9 @@
 // windows of outstanding transfers, over several rank counts and the three data paths
 // (single-copy, staged through the ring, staged through a tiny ring that wraps often).
 #include <gtest/gtest.h>
+#include <sched.h>
+
+#include <thread>
 
 #include "core/socket.hpp"
 #include "shm_test_util.hpp"
@@ -129,6 +132,46 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) {
       return std::to_string(std::get<0>(info.param)) + "ranks_" + pathName(std::get<1>(info.param));
     });
+
+// Each side tells the other the CPU it waits on; a waiter learns whether the peer it
+// waits on last waited on its own CPU (then it stops spinning).
+TEST(ShmLink, PeersTellEachOtherTheirCpu) {
+  LinkTable links = connectAll(2, configFor(Path::TinyRing), uniqueTag());
+  Link* a = links[0][1].get();
+  Link* b = links[1][0].get();
+  EXPECT_FALSE(a->peerSharesCpu(3)) << "b has told nothing yet";
+  EXPECT_FALSE(b->peerSharesCpu(5)) << "a waited on 3, b on 5";
+  EXPECT_TRUE(a->peerSharesCpu(5));
+  EXPECT_TRUE(b->peerSharesCpu(5));
+  EXPECT_FALSE(b->peerSharesCpu(0));
+  EXPECT_FALSE(a->peerSharesCpu(5)) << "b moved to 0";
+}
+
+// stepOffCpu moves the thread off the given CPU and leaves its affinity as it was.
+TEST(Waits, StepOffCpuMovesTheThreadAndKeepsItsAffinity) {
+  std::thread t([] {
+    cpu_set_t before;
+    ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+    if (CPU_COUNT(&before) < 2) GTEST_SKIP() << "needs 2 CPUs";
+    for (int round = 0; round < 3; ++round) {
+      const int cpu = currentCpu();
+      ASSERT_GE(cpu, 0);
+      ASSERT_TRUE(stepOffCpu(cpu));
+      EXPECT_NE(currentCpu(), cpu) << "round " << round;
+      cpu_set_t after;
+      ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
+      EXPECT_TRUE(CPU_EQUAL(&before, &after));
+    }
+    // A thread allowed one CPU alone stays there.
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(currentCpu(), &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    EXPECT_FALSE(stepOffCpu(currentCpu()));
+    EXPECT_FALSE(stepOffCpu(-1));
+  });
+  t.join();
+}
 
 // Many more outstanding messages than the ring holds, the receiver posting late: the
 // sender must stall on a full ring and resume, FIFO order intact.

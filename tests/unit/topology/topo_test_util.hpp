@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "core/error.hpp"
@@ -53,6 +55,20 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// A copy of tests/data/topo/`name` in `dir` with the first `from` replaced by `to`.
+inline std::string editedCopy(const TempDir& dir, const std::string& name, const std::string& from,
+                              const std::string& to) {
+  std::stringstream text;
+  text << std::ifstream(dataFile(name)).rdbuf();
+  std::string s = text.str();
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) s.replace(at, from.size(), to);
+  std::string path = dir.path() + "/edited-" + name;
+  std::ofstream(path) << s;
+  return path;
+}
 
 // Runs f, expecting a coll::Error with `code` whose message contains every fragment.
 template <typename F>

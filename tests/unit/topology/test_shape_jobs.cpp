@@ -1,6 +1,7 @@
 // Jobs on the production-shaped hosts of test_shapes.cpp: the NIC every rank's placement
-// names (which the leaders, the ring's cut and the net transport's device all follow),
-// leaders, ring order and pair costs.
+// names (which the leaders, the ring's cut and the net transport's device all follow:
+// the transport takes the placement's nicName, tests/unit/net), leaders, ring order and
+// pair costs.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -8,27 +9,15 @@
 
 #include "coll_config.h"
 #include "topology/job.hpp"
-#include "transport/net/net_backend.hpp"
 #include "topo_test_util.hpp"
 
 namespace coll {
 namespace {
 
 using test::dataFile;
+using test::place;
 
 #if COLL_HAVE_HWLOC
-
-RankPlacement place(const HostTopo& t, int rank, const std::string& host, std::vector<int> cpus, int gpu,
-                    int tieBreak) {
-  PlacementInput in;
-  in.rank = rank;
-  in.hostId = in.hostname = host;
-  in.pid = 100 + rank;
-  in.cpus = std::move(cpus);
-  in.gpu = gpu;
-  in.tieBreak = tieBreak;
-  return makePlacement(t, in);
-}
 
 // Two hosts, one rank on each NUMA node with CPUs (host X: ranks 0.., host Y after them).
 JobTopo rankPerNuma(const HostTopo& t) {
@@ -40,13 +29,6 @@ JobTopo rankPerNuma(const HostTopo& t) {
   for (int r = 0; r < 2 * n; ++r)
     ps.push_back(place(t, r, r < n ? "X" : "Y", t.numas[nodes[r % n]].cpus, -1, r % n));
   return JobTopo(ps, LinkTable::defaults());
-}
-
-collNetProperties_t device(const char* name) {
-  collNetProperties_t p{};
-  snprintf(p.name, sizeof p.name, "%s", name);
-  p.maxRequests = 1;
-  return p;
 }
 
 // CPU ranks on every NUMA node of two EPYC hosts use the HDR HCA on NUMA node 1, not the
@@ -68,9 +50,6 @@ TEST(TopoShapeJobs, EpycFabricNotManagementPort) {
   const RankLink net = job.link(1, 5);
   EXPECT_EQ(net.cls, PathClass::Network);
   EXPECT_DOUBLE_EQ(net.bwGBs, LinkTable::defaults().of(PathClass::Network).bwGBs) << "RDMA, speed unknown";
-  // The net transport's device is the placement's NIC where the backend has it.
-  const std::vector<collNetProperties_t> devs{device("mlx5_0:1")};
-  for (int r = 0; r < 8; ++r) EXPECT_EQ(net::pickDevice(devs, job.placement(r).nicName, r % 4), 0) << r;
 }
 
 // Omni-Path, Slingshot and EFA hosts, a rank per NUMA node: every rank names the fabric
@@ -101,7 +80,7 @@ TEST(TopoShapeJobs, CpuClustersUseTheirFabric) {
 }
 
 // Two POWER9 hosts, a rank per GPU: the GPUs of a socket meet over NVLink at hwloc's 75
-// GB/s, each rank uses its socket's HCA, and the net transport picks that HCA.
+// GB/s, and each rank uses its socket's HCA.
 TEST(TopoShapeJobs, Power9GpuRanks) {
   HostTopo t = loadXml(dataFile("power9_v100_nvlink.xml"));
   std::vector<RankPlacement> ps;
@@ -114,12 +93,10 @@ TEST(TopoShapeJobs, Power9GpuRanks) {
   EXPECT_DOUBLE_EQ(job.link(0, 1).bwGBs, 75.0);
   EXPECT_EQ(job.pathClass(2, 3), PathClass::NVLink);
   EXPECT_EQ(job.pathClass(1, 2), PathClass::CrossSocket);
-  const std::vector<collNetProperties_t> devs{device("mlx5_0:1"), device("mlx5_1:1")};
   for (int r = 0; r < 8; ++r) {
     const int socket = (r % 4) / 2;
     EXPECT_STREQ(job.placement(r).nicName, ("mlx5_" + std::to_string(socket)).c_str()) << r;
     EXPECT_EQ(static_cast<PathClass>(job.placement(r).nicPath), PathClass::Numa) << r;
-    EXPECT_EQ(net::pickDevice(devs, job.placement(r).nicName, r % 4), socket) << r;
   }
   EXPECT_EQ(job.leaders(), (std::vector<int>{0, 4}));
   EXPECT_EQ(ringOrder(job), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));

@@ -9,8 +9,10 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
+#include "topology/job.hpp"
 
 namespace coll::test {
 
@@ -68,6 +70,21 @@ inline std::string editedCopy(const TempDir& dir, const std::string& name, const
   std::string path = dir.path() + "/edited-" + name;
   std::ofstream(path) << s;
   return path;
+}
+
+// Rank `rank`'s placement on host `host` of topology `t`, allowed on `cpus`, driving GPU
+// `gpu` (-1 none).
+inline RankPlacement place(const HostTopo& t, int rank, const std::string& host, std::vector<int> cpus,
+                           int gpu = -1, int tieBreak = 0) {
+  PlacementInput in;
+  in.rank = rank;
+  in.hostId = host;
+  in.hostname = host;
+  in.pid = 1000 + rank;
+  in.cpus = std::move(cpus);
+  in.gpu = gpu;
+  in.tieBreak = tieBreak;
+  return makePlacement(t, in);
 }
 
 // Runs f, expecting a coll::Error with `code` whose message contains every fragment.

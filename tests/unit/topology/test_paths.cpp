@@ -22,7 +22,8 @@ HostTopo handBuilt() {
   t.detailed = true;
   t.hostname = "hand";
   t.packages = {{0, {0, 1, 2, 3}, 4, ""}, {1, {4, 5, 6, 7}, 4, ""}};
-  t.numas = {{0, 0, {0, 1}, 1 << 30}, {1, 0, {2, 3}, 1 << 30}, {2, 1, {4, 5, 6, 7}, 1 << 30}};
+  t.numas = {{0, 0, {0, 1}, 1 << 30, "", ""}, {1, 0, {2, 3}, 1 << 30, "", ""},
+             {2, 1, {4, 5, 6, 7}, 1 << 30, "", ""}};
   auto gpu = [](std::vector<PciHop> path, int numa, int pkg) {
     GpuInfo g;
     g.pciPath = std::move(path);

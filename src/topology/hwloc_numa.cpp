@@ -8,11 +8,11 @@
 // CPU's memory: each node seems to hold the parent's CPUs, and every object above a device
 // "contains" several nodes. So a CPU's own node is found from the tree instead: the first
 // memory child of its closest ancestor that has any, skipping special memory (HBM, MCDRAM,
-// GPU memory, NVM, CXL) where hwloc names it by subtype; without subtypes (hwloc before
-// 2.8 on Xeon Max) the first listed, which hwloc orders by OS index, DDR first. Nodes that
-// are no CPU's own are memory only.
+// GPU memory, NVM, CXL) where hwloc names it by subtype, here or further up; without
+// subtypes (hwloc before 2.8 on Xeon Max) the first listed, which hwloc orders by OS
+// index, DDR first. Nodes that are no CPU's own are memory only.
 #include <algorithm>
-#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <map>
 
@@ -92,8 +92,14 @@ void numaParts(hwloc_topology_t t, HostTopo& h) {
     h.numas.push_back(n);
   }
   for (hwloc_obj_t pu = nullptr; (pu = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_PU, pu));) {
-    hwloc_obj_t node = nullptr;
-    for (hwloc_obj_t a = pu->parent; a && !node; a = a->parent) node = ownNode(a);
+    // The nearest ordinary memory, else the nearest special one (a host of HBM only).
+    hwloc_obj_t node = nullptr, special = nullptr;
+    for (hwloc_obj_t a = pu->parent; a && !node; a = a->parent) {
+      hwloc_obj_t n = ownNode(a);
+      if (n && !specialMemory(n)) node = n;
+      else if (n && !special) special = n;
+    }
+    if (!node) node = special;
     auto it = node ? byOs.find(node->os_index) : byOs.end();
     if (it != byOs.end()) h.numas[it->second].cpus.push_back(static_cast<int>(pu->os_index));
   }

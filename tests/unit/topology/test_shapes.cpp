@@ -1,5 +1,5 @@
 // Hosts shaped like production clusters whose files the library did not write (no NIC
-// speeds), from tests/data/topo (gen_topo.py): NVLink without NVSwitch on POWER9, CPU
+// speeds), from tests/data/topo (topo_clusters.py): NVLink without NVSwitch on POWER9, CPU
 // nodes with a 1 GbE management port beside an InfiniBand / Omni-Path / Slingshot / EFA
 // fabric, HBM in flat mode (Xeon Max, KNL), memory-only NUMA nodes (GPU memory, HBM, CXL),
 // and an hwloc XML v3 file. Each host: path classes, the NIC of GPU ranks and of CPU ranks

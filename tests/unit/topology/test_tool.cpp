@@ -94,7 +94,7 @@ TEST(TopoTool, RankGpuFromTheEnvironment) {
   EXPECT_TRUE(has(algo, "allreduce has no algorithm named 'nosuch'")) << algo.out;
 }
 
-// Hosts the library did not describe itself (gen_topo.py's production shapes): what
+// Hosts the library did not describe itself (topo_clusters.py's production shapes): what
 // collective-info says about them alone, with this process pinned to CPU 0 (a CPU rank on
 // each file's first NUMA node), and about a job of one rank per GPU on the POWER9 host.
 TEST(TopoTool, ProductionShapes) {

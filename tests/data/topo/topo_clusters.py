@@ -238,7 +238,8 @@ def cpu_nodes():
                                             (1, cassini), (0, gbe_port)),
         "xeon_efa.xml": cpu_node("ip-10-0-0-12", "GenuineIntel", "Intel(R) Xeon(R) Platinum 8488C", 1,
                                  (1, efa), (0, ena)),
-        # The first of them as hwloc 3.x exports it by default (XML v3), which hwloc 2.x refuses.
+        # The first of them (without the expander) under the version tag of hwloc 3.x's default
+        # export (XML v3), which hwloc 2.x refuses.
         "epyc_ib_mgmt_v3.xml": cpu_node("epyc-ib-11", "AuthenticAMD", genoa, 2, (1, cx6_hdr), (0, gbe_port),
                                         version="3.0"),
     }

@@ -35,6 +35,34 @@ std::string locText(const HostTopo& t, Locality l) {
   return t.detailed ? "machine" : "?";
 }
 
+std::string gbsText(double gbs) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%g GB/s", gbs);
+  return buf;
+}
+
+// "  numa 0 (os 0, package 0): cpus 0-15,32-47, 256 GiB" or, for memory only,
+// "  numa 2 (os 252, package 0): memory only, GPUMemory of gpu 0 (0004:04:00.0), 16 GiB".
+std::string numaLine(const HostTopo& t, int i) {
+  const NumaInfo& n = t.numas[i];
+  std::ostringstream os;
+  os << "  numa " << i << " (os " << n.osIndex << ", "
+     << (n.package >= 0 ? "package " + std::to_string(n.package) : std::string("machine")) << "): ";
+  if (!n.memoryOnly()) {
+    os << "cpus " << cpuListString(n.cpus) << ", " << bytesText(n.memBytes) << (n.kind.empty() ? "" : " " + n.kind);
+    return os.str() + "\n";
+  }
+  os << "memory only" << (n.kind.empty() ? "" : ", " + n.kind);
+  if (!n.gpuBusId.empty()) {
+    int gpu = -1;
+    for (size_t g = 0; g < t.gpus.size(); ++g)
+      if (t.gpus[g].busId == n.gpuBusId) gpu = static_cast<int>(g);
+    os << " of " << (gpu >= 0 ? "gpu " + std::to_string(gpu) + " (" + n.gpuBusId + ")" : "GPU " + n.gpuBusId);
+  }
+  os << ", " << bytesText(n.memBytes) << "\n";
+  return os.str();
+}
+
 std::string pciText(const std::vector<PciHop>& path, double linkGBs) {
   std::ostringstream os;
   for (size_t i = 0; i < path.size(); ++i) os << (i ? " > " : "") << path[i].label;
@@ -103,17 +131,18 @@ std::string describeHost(const HostTopo& t) {
     os << "  package " << i << ": " << t.packages[i].cores << " cores, cpus "
        << cpuListString(t.packages[i].cpus) << (t.packages[i].model.empty() ? "" : ", ")
        << t.packages[i].model << "\n";
-  for (size_t i = 0; i < t.numas.size(); ++i)
-    os << "  numa " << i << " (os " << t.numas[i].osIndex << ", package " << t.numas[i].package
-       << "): cpus " << cpuListString(t.numas[i].cpus) << ", " << bytesText(t.numas[i].memBytes) << "\n";
+  for (size_t i = 0; i < t.numas.size(); ++i) os << numaLine(t, static_cast<int>(i));
   for (const CacheInfo& c : t.caches)
     os << "  L" << c.level << " " << c.type << " " << bytesText(c.bytes) << " x " << c.count << "\n";
   for (size_t i = 0; i < t.gpus.size(); ++i) {
     const GpuInfo& g = t.gpus[i];
     os << "  gpu " << i << " " << g.busId << " " << (g.name.empty() ? "-" : g.name) << " "
        << (g.model.empty() ? "" : "\"" + g.model + "\" ") << locText(t, g.loc) << ", closest nic "
-       << (g.closestNic >= 0 ? t.nics[g.closestNic].name : "-") << "\n      pci: "
-       << pciText(g.pciPath, g.pciLinkGBs) << "\n";
+       << (g.closestNic >= 0 ? t.nics[g.closestNic].name : "-");
+    if (g.hostNvlinkGBs > 0)
+      os << ", nvlink to " << (g.hostNvlinkPackage >= 0 ? "package " + std::to_string(g.hostNvlinkPackage) : "cpu")
+         << " " << gbsText(g.hostNvlinkGBs);
+    os << "\n      pci: " << pciText(g.pciPath, g.pciLinkGBs) << "\n";
   }
   for (size_t i = 0; i < t.nics.size(); ++i) {
     const NicInfo& n = t.nics[i];
@@ -145,12 +174,24 @@ std::string describePaths(const HostTopo& t) {
     classHeader(os, "gpu", gpuNames);
     for (size_t i = 0; i < gpus.size(); ++i) classRow(os, t, "gpu" + gpuNames[i], gpus[i], gpus);
   }
+  // Where ranks' CPU memory can be: the NUMA nodes with CPUs.
+  std::vector<DevRef> numas;
+  std::vector<std::string> numaNames;
+  for (size_t i = 0; i < t.numas.size(); ++i)
+    if (!t.numas[i].memoryOnly()) {
+      numas.push_back(DevRef::numa(static_cast<int>(i)));
+      numaNames.push_back(std::to_string(i));
+    }
+  if (!gpus.empty() && !numas.empty()) {  // host staging: PCIe, or NVLink to the CPU on POWER
+    os << "paths GPU x NUMA:\n";
+    classHeader(os, "numa", numaNames);
+    for (size_t i = 0; i < gpus.size(); ++i) classRow(os, t, "gpu" + gpuNames[i], gpus[i], numas);
+  }
   if (!nics.empty()) {
     os << "paths to NICs:\n";
     classHeader(os, "", nicNames);
     for (size_t i = 0; i < gpus.size(); ++i) classRow(os, t, "gpu" + gpuNames[i], gpus[i], nics);
-    for (size_t i = 0; i < t.numas.size(); ++i)
-      classRow(os, t, "numa" + std::to_string(i), DevRef::numa(static_cast<int>(i)), nics);
+    for (size_t i = 0; i < numas.size(); ++i) classRow(os, t, "numa" + numaNames[i], numas[i], nics);
   }
   return os.str();
 }
@@ -170,7 +211,8 @@ std::string describeJob(const JobTopo& job) {
     const RankPlacement& p = job.placement(r);
     std::string nic = "-";
     if (p.nic >= 0)
-      nic = std::string(p.nicName) + " (" + pathClassName(static_cast<PathClass>(p.nicPath)) + ")";
+      nic = std::string(p.nicName) + " " + nicKindName(static_cast<NicKind>(p.nicKind)) + " (" +
+            pathClassName(static_cast<PathClass>(p.nicPath)) + ")";
     else if (p.nicName[0])
       nic = std::string(p.nicName) + " (interface)";
     if (p.nicSpeedMbps) nic += " " + speedText(p.nicSpeedMbps);

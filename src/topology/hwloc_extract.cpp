@@ -1,4 +1,4 @@
-// hwloc objects -> HostTopo. Only this file and hwloc_load.cpp see hwloc's API.
+// hwloc objects -> HostTopo. Only the hwloc_*.cpp files of src/topology see hwloc's API.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -11,13 +11,10 @@
 namespace coll {
 namespace {
 
-std::vector<int> cpusOf(hwloc_const_bitmap_t set) {
-  std::vector<int> out;
-  if (!set) return out;
-  unsigned i;
-  hwloc_bitmap_foreach_begin(i, set) { out.push_back(static_cast<int>(i)); }
-  hwloc_bitmap_foreach_end();
-  return out;
+std::string busIdText(unsigned domain, unsigned bus, unsigned dev, unsigned fn) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%04x:%02x:%02x.%x", domain, bus, dev, fn);
+  return buf;
 }
 
 std::string infoOf(hwloc_obj_t o, const char* name) {
@@ -25,10 +22,15 @@ std::string infoOf(hwloc_obj_t o, const char* name) {
   return v ? v : "";
 }
 
-std::string busIdText(unsigned domain, unsigned bus, unsigned dev, unsigned fn) {
-  char buf[32];
-  snprintf(buf, sizeof buf, "%04x:%02x:%02x.%x", domain, bus, dev, fn);
-  return buf;
+}  // namespace
+
+std::vector<int> cpusOf(hwloc_const_bitmap_t set) {
+  std::vector<int> out;
+  if (!set) return out;
+  unsigned i;
+  hwloc_bitmap_foreach_begin(i, set) { out.push_back(static_cast<int>(i)); }
+  hwloc_bitmap_foreach_end();
+  return out;
 }
 
 std::string busIdOf(hwloc_obj_t pci) {
@@ -44,19 +46,7 @@ int packageOfSet(hwloc_topology_t t, hwloc_const_cpuset_t set) {
   return -1;
 }
 
-// The NUMA node and package an IO object hangs off (its first non-IO ancestor).
-Locality ioLocality(hwloc_topology_t t, const HostTopo& h, hwloc_obj_t obj) {
-  hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, obj);
-  Locality l;
-  if (!anc) return l;
-  l.package = packageOfSet(t, anc->cpuset);
-  if (anc->nodeset && hwloc_bitmap_weight(anc->nodeset) == 1) {
-    int os = hwloc_bitmap_first(anc->nodeset);
-    for (size_t i = 0; i < h.numas.size(); ++i)
-      if (h.numas[i].osIndex == os) l.numa = static_cast<int>(i);
-  }
-  return l;
-}
+namespace {
 
 // Bridges from the host bridge down to the device's parent.
 std::vector<PciHop> pciPathOf(hwloc_obj_t dev) {
@@ -92,12 +82,7 @@ void cpuParts(hwloc_topology_t t, HostTopo& h) {
     p.model = infoOf(o, "CPUModel");
     h.packages.push_back(p);
   }
-  int nnuma = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
-  for (int i = 0; i < nnuma; ++i) {
-    hwloc_obj_t o = hwloc_get_obj_by_type(t, HWLOC_OBJ_NUMANODE, i);
-    h.numas.push_back({static_cast<int>(o->os_index), packageOfSet(t, o->cpuset), cpusOf(o->cpuset),
-                       o->attr->numanode.local_memory});
-  }
+  numaParts(t, h);
   h.cores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
   h.pus = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU);
   for (hwloc_obj_type_t type : {HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L1ICACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L3CACHE,
@@ -116,6 +101,7 @@ struct PciChildren {
   std::string cuda, nvml, openfabrics, model;
   std::vector<hwloc_obj_t> netdevs;
   hwloc_obj_t ofObj = nullptr;
+  bool slingshot = false;  // an OS device of subtype Slingshot (HPE Cray Cassini)
 };
 
 PciChildren scanChildren(hwloc_obj_t pci) {
@@ -133,8 +119,28 @@ PciChildren scanChildren(hwloc_obj_t pci) {
       c.ofObj = o;
     }
     if (type == HWLOC_OBJ_OSDEV_NETWORK) c.netdevs.push_back(o);
+    if (sub == "Slingshot") c.slingshot = true;
   }
   return c;
+}
+
+bool startsWith(const char* name, const char* prefix) { return name && strncmp(name, prefix, strlen(prefix)) == 0; }
+
+// What kind of network a PCI function is. Omni-Path, EFA and Slingshot are told by vendor,
+// device or driver first: Omni-Path reports the InfiniBand link layer, EFA and Cassini
+// PCI class 0200 (Ethernet). Then a verbs device's link layer where the live machine
+// recorded it; else its PCI class: ConnectX reports 0207 in InfiniBand mode, 0200 in
+// Ethernet mode (RoCE).
+NicKind nicKindOf(const hwloc_obj_attr_u::hwloc_pcidev_attr_s& a, const PciChildren& c) {
+  if (a.vendor_id == 0x1d0f && (a.device_id & 0xfff0) == 0xefa0) return NicKind::Efa;  // Amazon efa0-efa3
+  if (c.slingshot || a.vendor_id == 0x17db) return NicKind::Slingshot;                 // Cray Cassini
+  if (startsWith(c.openfabrics.c_str(), "hfi1") || (a.vendor_id == 0x8086 && a.class_id == 0x0208))
+    return NicKind::Opa;  // the hfi1 driver; Intel's class 0208 "fabric controller"
+  if (!c.ofObj) return NicKind::Eth;
+  const std::string layer = infoOf(c.ofObj, kLinkLayerInfo);
+  if (layer == "InfiniBand") return NicKind::Ib;
+  if (layer == "Ethernet") return NicKind::Roce;
+  return a.class_id == 0x0207 ? NicKind::Ib : NicKind::Roce;
 }
 
 // Mb/s; 0 unknown. Digits only: strtoull would take "-1" and an overflow as 2^64-1.
@@ -174,21 +180,30 @@ void ioParts(hwloc_topology_t t, HostTopo& h) {
     n.loc = ioLocality(t, h, pci);
     n.pciPath = pciPathOf(pci);
     n.pciLinkGBs = a.linkspeed;
-    if (c.ofObj) {
-      // ConnectX and friends report class 0207 in InfiniBand mode, 0200 in Ethernet (RoCE).
+    n.kind = nicKindOf(a, c);
+    if (c.ofObj) {  // a verbs device: named as the verbs API names it
       n.name = c.openfabrics;
       n.netdev = c.netdevs.empty() ? "" : c.netdevs[0]->name;
-      n.kind = a.class_id == 0x0207 ? NicKind::Ib : NicKind::Roce;
-      std::string layer = infoOf(c.ofObj, kLinkLayerInfo);
-      if (layer == "InfiniBand") n.kind = NicKind::Ib;
-      if (layer == "Ethernet") n.kind = NicKind::Roce;
       n.speedMbps = speedInfo(h, c.ofObj);
+      h.nics.push_back(n);
+      continue;
+    }
+    if (n.kind == NicKind::Slingshot && !c.netdevs.empty()) {
+      // One NIC with two OS devices: cxi0 (libfabric's cxi provider) and the hsn0 interface.
+      for (hwloc_obj_t nd : c.netdevs) {
+        const bool cxi = startsWith(nd->name, "cxi");
+        if (cxi && n.name.empty()) n.name = nd->name;
+        if (!cxi && n.netdev.empty()) {
+          n.netdev = nd->name;
+          n.speedMbps = speedInfo(h, nd);  // sysfs knows the interface's speed
+        }
+      }
+      if (n.name.empty()) n.name = n.netdev;
       h.nics.push_back(n);
       continue;
     }
     for (hwloc_obj_t nd : c.netdevs) {
       n.name = n.netdev = nd->name;
-      n.kind = NicKind::Eth;
       n.speedMbps = speedInfo(h, nd);
       h.nics.push_back(n);
     }
@@ -203,35 +218,6 @@ void ioParts(hwloc_topology_t t, HostTopo& h) {
                    i, " have the same PCI bus id ", h.gpus[i].busId);
 }
 
-// hwloc's NVML backend records NVLink bandwidth (MB/s) between NVML OS devices, with
-// NVSwitch ports as extra objects; the transitive closure turns those into GPU pairs.
-void nvlinkMatrix(hwloc_topology_t t, HostTopo& h) {
-  unsigned nr = 1;
-  hwloc_distances_s* d = nullptr;
-  if (h.gpus.empty() || hwloc_distances_get_by_name(t, "NVLinkBandwidth", &nr, &d, 0) != 0 || nr == 0 || !d)
-    return;
-  if (d->kind & HWLOC_DISTANCES_KIND_HETEROGENEOUS_TYPES) {
-    hwloc_distances_transform(t, d, HWLOC_DISTANCES_TRANSFORM_MERGE_SWITCH_PORTS, nullptr, 0);
-    hwloc_distances_transform(t, d, HWLOC_DISTANCES_TRANSFORM_TRANSITIVE_CLOSURE, nullptr, 0);
-  }
-  std::map<std::string, int> gpuByBus;
-  for (size_t i = 0; i < h.gpus.size(); ++i) gpuByBus[h.gpus[i].busId] = static_cast<int>(i);
-  std::vector<int> idx(d->nbobjs, -1);
-  for (unsigned i = 0; i < d->nbobjs; ++i) {
-    hwloc_obj_t o = d->objs[i];
-    if (o && o->parent && o->parent->type == HWLOC_OBJ_PCI_DEVICE) {
-      auto it = gpuByBus.find(busIdOf(o->parent));
-      if (it != gpuByBus.end()) idx[i] = it->second;
-    }
-  }
-  h.nvlinkGBs.assign(h.gpus.size(), std::vector<double>(h.gpus.size(), 0.0));
-  for (unsigned i = 0; i < d->nbobjs; ++i)
-    for (unsigned j = 0; j < d->nbobjs; ++j)
-      if (i != j && idx[i] >= 0 && idx[j] >= 0 && idx[i] != idx[j])
-        h.nvlinkGBs[idx[i]][idx[j]] = static_cast<double>(d->values[i * d->nbobjs + j]) / 1000.0;
-  hwloc_distances_release(t, d);
-}
-
 }  // namespace
 
 HostTopo extractHostTopo(hwloc_topology_t t, const std::string& source) {
@@ -241,7 +227,7 @@ HostTopo extractHostTopo(hwloc_topology_t t, const std::string& source) {
   h.hostname = infoOf(hwloc_get_root_obj(t), "HostName");
   cpuParts(t, h);
   ioParts(t, h);
-  nvlinkMatrix(t, h);
+  nvlinkParts(t, h);
   for (size_t i = 0; i < h.gpus.size(); ++i)
     h.gpus[i].closestNic = chooseNic(h, DevRef::gpu(static_cast<int>(i)), 0);
   return h;

@@ -4,6 +4,7 @@
 #include <hwloc.h>
 
 #include <string>
+#include <vector>
 
 #include "topology/topology.hpp"
 
@@ -17,5 +18,16 @@ constexpr const char* kLinkLayerInfo = "LinkLayer";   // "InfiniBand" or "Ethern
 constexpr uint64_t kMaxSpeedMbps = 1000000000;
 
 HostTopo extractHostTopo(hwloc_topology_t t, const std::string& source);
+
+// Pieces of the extraction, each in its own file.
+std::vector<int> cpusOf(hwloc_const_bitmap_t set);            // sorted bit indexes
+std::string busIdOf(hwloc_obj_t pci);                         // "0000:19:00.0"
+int packageOfSet(hwloc_topology_t t, hwloc_const_cpuset_t set);  // the package holding `set`; -1 none
+// h.numas: every node's own CPUs, memory-only nodes placed (hwloc_numa.cpp).
+void numaParts(hwloc_topology_t t, HostTopo& h);
+// The NUMA node and package an IO object is local to (hwloc_numa.cpp); needs h.numas.
+Locality ioLocality(hwloc_topology_t t, const HostTopo& h, hwloc_obj_t obj);
+// NVLink bandwidth between h.gpus and from them to CPUs (hwloc_nvlink.cpp); needs h.gpus.
+void nvlinkParts(hwloc_topology_t t, HostTopo& h);
 
 }  // namespace coll

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
@@ -36,6 +37,23 @@ class Hwloc {
   hwloc_topology_t t_ = nullptr;
 };
 
+// The major version of an hwloc XML file's <topology version="M.m"> tag (near its start),
+// or -1 when there is none to read.
+int xmlMajorVersion(const std::string& path) {
+  std::ifstream f(path);
+  std::string head(4096, '\0');
+  f.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(f.gcount()));
+  const std::string tag = "<topology version=\"";
+  const size_t at = head.find(tag);
+  if (at == std::string::npos) return -1;
+  int major = 0;
+  size_t i = at + tag.size();
+  for (; i < head.size() && i < at + tag.size() + 4 && isdigit(static_cast<unsigned char>(head[i])); ++i)
+    major = major * 10 + (head[i] - '0');
+  return i > at + tag.size() && i < head.size() && head[i] == '.' ? major : -1;
+}
+
 // hwloc drops IO objects unless asked. A file keeps everything its author wrote; the live
 // machine keeps the devices that matter (GPUs, NICs, storage) and the bridges above them.
 void loadXmlInto(Hwloc& h, const std::string& path, const char* what) {
@@ -49,10 +67,17 @@ void loadXmlInto(Hwloc& h, const std::string& path, const char* what) {
     COLL_THROW(collInvalidArgument, what, ": cannot read the hwloc XML file '", path, "': ", sysErrorText(errno));
   close(fd);
   hwloc_topology_set_io_types_filter(h.get(), HWLOC_TYPE_FILTER_KEEP_ALL);
-  if (hwloc_topology_set_xml(h.get(), path.c_str()) != 0 || hwloc_topology_load(h.get()) != 0)
-    COLL_THROW(collInvalidArgument, what, ": '", path,
-               "' is not an hwloc XML topology that hwloc can load (write it with hwloc-ls --of xml; "
-               "hwloc ", HWLOC_API_VERSION >> 16, ".x reads XML v2)");
+  if (hwloc_topology_set_xml(h.get(), path.c_str()) == 0 && hwloc_topology_load(h.get()) == 0) return;
+  const unsigned api = hwloc_get_api_version();  // of the library loaded (an API number, not the release)
+  const int major = xmlMajorVersion(path);
+  if (major > static_cast<int>(api >> 16))
+    COLL_THROW(collInvalidArgument, what, ": '", path, "' is an hwloc XML version ", major, " file (written by hwloc ",
+               major, ".x), and the hwloc ", api >> 16, ".x this library runs with reads version 2: export it as version 2, "
+               "with hwloc 3.x's 'lstopo --of v2xml FILE.xml' (or --export-xml-flags v2), or with hwloc 2.x's "
+               "'lstopo FILE.xml'");
+  COLL_THROW(collInvalidArgument, what, ": '", path,
+             "' is not an hwloc XML topology that hwloc can load (write it with hwloc-ls --of xml; "
+             "hwloc ", api >> 16, ".x reads XML v2)");
 }
 
 void loadThisMachine(Hwloc& h) {

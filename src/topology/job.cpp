@@ -22,7 +22,7 @@ PathClass cpuClass(const RankPlacement& a, const RankPlacement& b) {
 }
 
 bool isRdma(const RankPlacement& p) {
-  return p.nic >= 0 && static_cast<NicKind>(p.nicKind) != NicKind::Eth;
+  return p.nic >= 0 && isFabric(static_cast<NicKind>(p.nicKind));
 }
 
 // "dddd:bb:dd.f" as a number that sorts like the PCI hierarchy (buses below a bridge are

@@ -17,7 +17,7 @@
 
 namespace coll {
 
-constexpr uint32_t kPlacementMagic = 0x54504c32u;  // "TPL2": layout version of the struct
+constexpr uint32_t kPlacementMagic = 0x54504c33u;  // "TPL3": layout version of the struct (and of NicKind)
 constexpr int kPlacementMaxGpus = 16;              // GPUs per host a placement can describe
 constexpr uint8_t kNoPath = 0xff;
 

@@ -64,14 +64,28 @@ PathClass localityClass(const HostTopo& t, Locality a, Locality b) {
   fill(a);
   fill(b);
   if (a.numa >= 0 && a.numa == b.numa) return PathClass::Numa;
-  // One NUMA node in the whole host: any two places share it.
-  if (t.detailed && t.numas.size() == 1) return PathClass::Numa;
+  // One NUMA node with CPUs in the whole host (memory-only ones aside): any two places
+  // share it.
+  if (t.detailed && cpuNumaCount(t) == 1) return PathClass::Numa;
   if (a.package >= 0 && a.package == b.package) return PathClass::Package;
   // Different packages, or unknown: assume the worst a host can do.
   return PathClass::CrossSocket;
 }
 
-int kindRank(NicKind k) { return k == NicKind::Eth ? 1 : 0; }
+// The package whose memory `place` is (a NUMA node or a package); -1 for anything else.
+int memoryPackage(const HostTopo& t, DevRef place) {
+  if (place.kind == DevKind::Package) return place.index;
+  if (place.kind == DevKind::Numa) return t.numas[place.index].package;
+  return -1;
+}
+
+// A GPU NVLinked to the CPU whose memory `place` is (POWER8/9): host staging copies
+// travel over NVLink, not PCIe. placeOf() has checked both indexes.
+bool hostNvlink(const HostTopo& t, DevRef gpu, DevRef place) {
+  if (gpu.kind != DevKind::Gpu) return false;
+  const GpuInfo& g = t.gpus[gpu.index];
+  return g.hostNvlinkGBs > 0 && g.hostNvlinkPackage >= 0 && g.hostNvlinkPackage == memoryPackage(t, place);
+}
 
 }  // namespace
 
@@ -93,7 +107,10 @@ const char* nicKindName(NicKind k) {
   switch (k) {
     case NicKind::Ib: return "ib";
     case NicKind::Roce: return "roce";
-    case NicKind::Eth: return "eth";
+    case NicKind::Eth: return "ethernet";
+    case NicKind::Opa: return "opa";
+    case NicKind::Efa: return "efa";
+    case NicKind::Slingshot: return "slingshot";
   }
   return "invalid";
 }
@@ -156,6 +173,7 @@ PathClass classify(const HostTopo& topo, DevRef a, DevRef b) {
   if (a.kind == DevKind::Gpu && b.kind == DevKind::Gpu && !topo.nvlinkGBs.empty() &&
       topo.nvlinkGBs[a.index][b.index] > 0)
     return PathClass::NVLink;
+  if (hostNvlink(topo, a, b) || hostNvlink(topo, b, a)) return PathClass::NVLink;
   if (pa.pci && pb.pci) {
     // Bridges are listed from the host bridge down, so shared ones form a common prefix.
     bool sharedSwitch = false, sharedHostBridge = false;
@@ -169,19 +187,48 @@ PathClass classify(const HostTopo& topo, DevRef a, DevRef b) {
   return localityClass(topo, pa.loc, pb.loc);
 }
 
+uint64_t nicCapacityMbps(const NicInfo& nic) {
+  // hwloc's link speed is GB/s of the device's PCIe link (lanes x rate x encoding).
+  const uint64_t pcie = nic.pciLinkGBs > 0 ? static_cast<uint64_t>(nic.pciLinkGBs * 8000.0) : 0;
+  if (nic.speedMbps && pcie) return std::min(nic.speedMbps, pcie);
+  return nic.speedMbps ? nic.speedMbps : pcie;
+}
+
+int cpuNumaCount(const HostTopo& topo) {
+  return static_cast<int>(std::count_if(topo.numas.begin(), topo.numas.end(),
+                                        [](const NumaInfo& n) { return !n.memoryOnly(); }));
+}
+
+// Locality comes last among the NIC's qualities, because a host's NICs differ by far more
+// than its paths do: a 1 GbE management port on the rank's own NUMA node carries a
+// hundredth of the 100-400 Gb/s fabric one socket away. Speeds are often unknown (files
+// the library did not write), so RDMA capability and the PCIe link (2 GB/s for a
+// management port, 16-63 GB/s for a fabric HCA) stand in for them. Within a factor of two
+// NICs count as comparable, and then the closest wins: crossing a socket costs more than
+// the faster NIC gains (NCCL too ranks NICs by path before bandwidth).
 int chooseNic(const HostTopo& topo, DevRef from, int tieBreak) {
-  if (topo.nics.empty()) return -1;
-  auto key = [&](int i) {
-    const NicInfo& n = topo.nics[i];
-    return std::make_tuple(static_cast<int>(classify(topo, from, DevRef::nic(i))),
-                           -static_cast<int64_t>(n.speedMbps), kindRank(n.kind));
+  const int count = static_cast<int>(topo.nics.size());
+  if (count == 0) return -1;
+  const bool anyFabric = std::any_of(topo.nics.begin(), topo.nics.end(),
+                                     [](const NicInfo& n) { return isFabric(n.kind); });
+  uint64_t bestCapacity = 0;
+  for (const NicInfo& n : topo.nics)
+    if (isFabric(n.kind) == anyFabric) bestCapacity = std::max(bestCapacity, nicCapacityMbps(n));
+  auto comparable = [&](const NicInfo& n) {
+    const uint64_t c = nicCapacityMbps(n);
+    return isFabric(n.kind) == anyFabric && (c == 0 || 2 * c >= bestCapacity);
   };
-  std::vector<int> best{0};
-  for (int i = 1; i < static_cast<int>(topo.nics.size()); ++i) {
-    if (key(i) < key(best[0])) best = {i};
+  auto key = [&](int i) {
+    return std::make_pair(static_cast<int>(classify(topo, from, DevRef::nic(i))),
+                          -static_cast<int64_t>(nicCapacityMbps(topo.nics[i])));
+  };
+  std::vector<int> best;
+  for (int i = 0; i < count; ++i) {
+    if (!comparable(topo.nics[i])) continue;
+    if (best.empty() || key(i) < key(best[0])) best = {i};
     else if (key(i) == key(best[0])) best.push_back(i);
   }
-  int n = static_cast<int>(best.size());
+  const int n = static_cast<int>(best.size());
   return best[((tieBreak % n) + n) % n];
 }
 
@@ -189,8 +236,10 @@ Locality localityOfCpus(const HostTopo& topo, const std::vector<int>& cpus) {
   if (cpus.empty() || !topo.detailed) return {};
   std::vector<int> sorted = cpus;
   std::sort(sorted.begin(), sorted.end());
+  // Memory-only nodes have no CPUs, so they never hold a rank.
   for (size_t i = 0; i < topo.numas.size(); ++i)
-    if (std::includes(topo.numas[i].cpus.begin(), topo.numas[i].cpus.end(), sorted.begin(), sorted.end()))
+    if (!topo.numas[i].memoryOnly() &&
+        std::includes(topo.numas[i].cpus.begin(), topo.numas[i].cpus.end(), sorted.begin(), sorted.end()))
       return {topo.numas[i].package, static_cast<int>(i)};
   for (size_t i = 0; i < topo.packages.size(); ++i)
     if (std::includes(topo.packages[i].cpus.begin(), topo.packages[i].cpus.end(), sorted.begin(),

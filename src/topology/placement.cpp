@@ -131,7 +131,7 @@ void validatePlacement(const RankPlacement& p, int expectRank) {
   if (p.nic < -1) bad("NIC index", p.nic);
   if (!std::isfinite(p.rootRttUs) || p.rootRttUs < 0 || p.rootRttUs >= 1e9f) bad("round-trip time", p.rootRttUs);
   if (p.netPath > static_cast<uint8_t>(NetPath::Bypass)) bad("network path", int(p.netPath));
-  if (p.nic >= 0 && (p.nicPath >= kNumPathClasses || p.nicKind > static_cast<uint8_t>(NicKind::Eth)))
+  if (p.nic >= 0 && (p.nicPath >= kNumPathClasses || p.nicKind >= kNumNicKinds))
     bad("NIC path/kind", int(p.nicPath));
 }
 

@@ -17,8 +17,14 @@ namespace coll {
 
 class Config;
 
-enum class NicKind : uint8_t { Ib = 0, Roce = 1, Eth = 2 };
-const char* nicKindName(NicKind k);  // "ib", "roce", "eth"
+// What a NIC is. Every kind but Eth is an RDMA-capable fabric device (kernel bypass
+// through verbs, libfabric or a vendor library); Eth is a plain Ethernet port.
+enum class NicKind : uint8_t { Ib = 0, Roce = 1, Eth = 2, Opa = 3, Efa = 4, Slingshot = 5 };
+constexpr int kNumNicKinds = 6;
+// "ib", "roce", "ethernet", "opa" (Omni-Path), "efa" (AWS Elastic Fabric Adapter),
+// "slingshot" (HPE Cray Cassini).
+const char* nicKindName(NicKind k);
+inline bool isFabric(NicKind k) { return k != NicKind::Eth; }
 
 // Where a device or a set of CPUs sits; -1 when unknown (e.g. attached to the whole
 // machine, or a set of CPUs spanning several NUMA nodes).
@@ -43,9 +49,12 @@ struct PackageInfo {
 
 struct NumaInfo {
   int osIndex = -1;
-  int package = -1;
-  std::vector<int> cpus;
+  int package = -1;       // where it sits; -1 when it hangs off the whole machine
+  std::vector<int> cpus;  // the CPUs whose local memory it is; empty for a memory-only node
   uint64_t memBytes = 0;
+  std::string kind;       // hwloc's subtype: "DRAM", "HBM", "MCDRAM", "GPUMemory", "CXL-DRAM", ...; "" none
+  std::string gpuBusId;   // the GPU whose memory it is (kind GPUMemory), else ""
+  bool memoryOnly() const { return cpus.empty(); }
 };
 
 struct CacheInfo {
@@ -63,6 +72,10 @@ struct GpuInfo {
   std::vector<PciHop> pciPath;  // from the host bridge down to the GPU's parent bridge
   double pciLinkGBs = 0;        // the device's PCIe link, as hwloc reports it; 0 unknown
   int closestNic = -1;
+  // NVLink to a CPU (POWER8/9), from hwloc's NVLink matrix: GB/s and the package; the
+  // GPU's traffic to host memory on that package goes over it. 0 / -1 when none.
+  double hostNvlinkGBs = 0;
+  int hostNvlinkPackage = -1;
 };
 
 struct NicInfo {
@@ -108,10 +121,16 @@ struct DevRef {
 // of range. Unknown locality is classified pessimistically (CrossSocket on a host with
 // several packages).
 PathClass classify(const HostTopo& topo, DevRef a, DevRef b);
-// The index of the NIC a rank at `from` should use: the closest, then the fastest, then
-// RDMA before Ethernet; `tieBreak` (e.g. the local rank) spreads ranks over equals.
-// -1 when the host has no NIC.
+// The index of the NIC a rank at `from` should use: an RDMA-capable fabric device before a
+// plain Ethernet port; among those, the ones whose capacity (nicCapacityMbps) is at least
+// half the best; among those the closest, then the fastest; `tieBreak` (e.g. the local
+// rank) spreads ranks over equals. -1 when the host has no NIC.
 int chooseNic(const HostTopo& topo, DevRef from, int tieBreak);
+// What a NIC can carry in Mb/s: its port speed, bounded by its PCIe link; the PCIe link
+// alone where the port speed is unknown (files the library did not write); 0 neither.
+uint64_t nicCapacityMbps(const NicInfo& nic);
+// NUMA nodes with CPUs (memory-only nodes left out).
+int cpuNumaCount(const HostTopo& topo);
 // The NUMA node (else package) containing every CPU in `cpus`; -1 fields when the set
 // spans several, is empty or the topology is not detailed.
 Locality localityOfCpus(const HostTopo& topo, const std::vector<int>& cpus);

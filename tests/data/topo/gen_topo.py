@@ -4,7 +4,8 @@
 The machines are described below in plain Python (packages, NUMA nodes, caches, the PCI
 tree with its switches, GPUs, NICs, NVLink bandwidths) so that a reviewer can check the
 layout the unit tests assert against without reading thousands of XML attributes.
-Run from this folder:  /usr/bin/python3 gen_topo.py   (then: hwloc-ls --input FILE)
+Run from this folder:  /usr/bin/python3 gen_topo.py   (then: hwloc-ls --input FILE); it also
+writes the production-cluster shapes of topo_clusters.py.
 """
 import itertools
 from xml.sax.saxutils import quoteattr
@@ -68,25 +69,31 @@ def cache(w, kind, size, depth, line, assoc, cpus, nodes, os_index):
 def core(w, os_index, pus, nodes, l2, l1):
     """L2 + L1d + Core + its hardware threads."""
     cache(w, "L2", l2, 2, 64, 20, pus, nodes, os_index)
+    bare_core(w, os_index, pus, nodes, l1)
+    w.close()
+
+
+def bare_core(w, os_index, pus, nodes, l1):
+    """L1d + Core + its hardware threads (for cores that share their L2)."""
     cache(w, "L1", l1, 1, 64, 12, pus, nodes, os_index)
     w.open("Core", [("os_index", os_index)] + sets(pus, nodes))
     for pu in pus:
         w.open("PU", [("os_index", pu)] + sets([pu], nodes), leaf=True)
-    w.close(); w.close(); w.close()
+    w.close(); w.close()
 
 
 def pci(domain, bus, dev=0, fn=0):
     return "%04x:%02x:%02x.%x" % (domain, bus, dev, fn)
 
 
-def host_bridge(w, first, last):
+def host_bridge(w, first, last, domain=0):
     w.open("Bridge", [("bridge_type", "0-1"), ("depth", 0),
-                      ("bridge_pci", "0000:[%02x-%02x]" % (first, last))])
+                      ("bridge_pci", "%04x:[%02x-%02x]" % (domain, first, last))])
 
 
 def pci_bridge(w, busid, first, last, depth, ids="[8086:347a] [0000:0000] 04", speed="31.507692"):
     w.open("Bridge", [("bridge_type", "1-1"), ("depth", depth),
-                      ("bridge_pci", "0000:[%02x-%02x]" % (first, last)), ("pci_busid", busid),
+                      ("bridge_pci", "%s:[%02x-%02x]" % (busid[:4], first, last)), ("pci_busid", busid),
                       ("pci_type", "0604 " + ids), ("pci_link_speed", speed)])
 
 
@@ -103,13 +110,13 @@ def osdev(w, name, osdev_type, subtype=None, infos=()):
     return w.open("OSDev", attrs, infos, leaf=True)
 
 
-def header(w, cpus, nodes, hostname):
+def header(w, cpus, nodes, hostname, arch="x86_64", version="2.0"):
     w.lines += ['<?xml version="1.0" encoding="UTF-8"?>', '<!DOCTYPE topology SYSTEM "hwloc2.dtd">',
-                '<topology version="2.0">']
+                '<topology version="%s">' % version]
     w.open("Machine", [("os_index", 0), ("cpuset", bitmap(cpus)), ("complete_cpuset", bitmap(cpus)),
                        ("allowed_cpuset", bitmap(cpus)), ("nodeset", bitmap(nodes)),
                        ("complete_nodeset", bitmap(nodes)), ("allowed_nodeset", bitmap(nodes))],
-           [("OSName", "Linux"), ("HostName", hostname), ("Architecture", "x86_64")])
+           [("OSName", "Linux"), ("HostName", hostname), ("Architecture", arch)])
 
 
 def footer(w, distances=""):
@@ -127,15 +134,15 @@ def footer(w, distances=""):
 #             S1 (GPU2, GPU3, mlx5_1): GPU0-GPU2 meet at the host bridge.
 #   socket 1: host bridges 80 and a0, one root port + switch each -> S2 (GPU4, GPU5,
 #             mlx5_2) and S3 (GPU6, GPU7, mlx5_3): GPU4-GPU6 meet only at the NUMA node.
-def pcie_switch(w, root_port, up_bus, ids, speed, devices):
+def pcie_switch(w, root_port, up_bus, ids, speed, devices, domain=0):
     """Root port -> switch upstream port -> one downstream port per entry of `devices`,
     each a function of the port's bus that writes its device (left open)."""
     last = up_bus + 1 + len(devices)
     pci_bridge(w, root_port, up_bus, last, 1, speed=speed)
-    pci_bridge(w, pci(0, up_bus), up_bus + 1, last, 2, ids, speed)
+    pci_bridge(w, pci(domain, up_bus), up_bus + 1, last, 2, ids, speed)
     for port, device in enumerate(devices):
         bus = up_bus + 2 + port
-        pci_bridge(w, pci(0, up_bus + 1, port * 4), bus, bus, 3, ids, speed)
+        pci_bridge(w, pci(domain, up_bus + 1, port * 4), bus, bus, 3, ids, speed)
         device(bus)
         w.close()  # device
         w.close()  # downstream port
@@ -362,3 +369,7 @@ if __name__ == "__main__":
         f.write(server_c())
     with open("hgx_h100_nodriver.xml", "w") as f:
         f.write(server_c(driver=False))
+    from topo_clusters import cluster_files
+    for name, text in cluster_files().items():
+        with open(name, "w") as f:
+            f.write(text)

@@ -18,6 +18,7 @@ namespace coll {
 namespace {
 
 using test::dataFile;
+using test::editedCopy;
 using test::EnvGuard;
 using test::expectError;
 using test::TempDir;
@@ -253,19 +254,6 @@ TEST(TopoXml, MissingAndCorruptFiles) {
   expectError([&] { loadXml(dir.path()); }, collInvalidArgument, {"not a regular file"});
   EnvGuard file("COLL_TOPO_FILE", bad);
   expectError([] { discoverLocal(Config::fromEnv()); }, collInvalidArgument, {"COLL_TOPO_FILE", "corrupt.xml"});
-}
-
-// A copy of tests/data/topo/`name` in `dir` with the first `from` replaced by `to`.
-std::string editedCopy(const TempDir& dir, const std::string& name, const std::string& from, const std::string& to) {
-  std::stringstream text;
-  text << std::ifstream(dataFile(name)).rdbuf();
-  std::string s = text.str();
-  size_t at = s.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at != std::string::npos) s.replace(at, from.size(), to);
-  std::string path = dir.path() + "/edited-" + name;
-  std::ofstream(path) << s;
-  return path;
 }
 
 TEST(TopoXml, NicSpeedThatIsNotANumberOfMbps) {

@@ -21,19 +21,7 @@ namespace {
 using test::dataFile;
 using test::EnvGuard;
 using test::expectError;
-
-RankPlacement place(const HostTopo& t, int rank, const std::string& host, std::vector<int> cpus, int gpu = -1,
-                    int tieBreak = 0) {
-  PlacementInput in;
-  in.rank = rank;
-  in.hostId = host;
-  in.hostname = host;
-  in.pid = 1000 + rank;
-  in.cpus = std::move(cpus);
-  in.gpu = gpu;
-  in.tieBreak = tieBreak;
-  return makePlacement(t, in);
-}
+using test::place;
 
 // Each host's ranks form one contiguous run of the ring, and the ring is a permutation.
 void expectHostsContiguous(const JobTopo& job, const std::vector<int>& ring) {

@@ -16,13 +16,14 @@ PciHop hop(uint64_t id, bool host = false) { return {id, host, "h" + std::to_str
 
 // Two sockets; socket 0 has NUMA nodes 0 and 1, socket 1 has node 2.
 //   host bridge 1 (numa 0): switch 2 -> gpu0, gpu1, nic1 (RoCE); root port 3 -> gpu2
-//   host bridge 4 (numa 1): gpu3          host bridge 6 (numa 2): gpu4, nic0 (eth)
+//   host bridge 4 (numa 1): gpu3          host bridge 6 (numa 2): gpu4, nic0 (Ethernet)
 HostTopo handBuilt() {
   HostTopo t;
   t.detailed = true;
   t.hostname = "hand";
   t.packages = {{0, {0, 1, 2, 3}, 4, ""}, {1, {4, 5, 6, 7}, 4, ""}};
-  t.numas = {{0, 0, {0, 1}, 1 << 30}, {1, 0, {2, 3}, 1 << 30}, {2, 1, {4, 5, 6, 7}, 1 << 30}};
+  t.numas = {{0, 0, {0, 1}, 1 << 30, "", ""}, {1, 0, {2, 3}, 1 << 30, "", ""},
+             {2, 1, {4, 5, 6, 7}, 1 << 30, "", ""}};
   auto gpu = [](std::vector<PciHop> path, int numa, int pkg) {
     GpuInfo g;
     g.pciPath = std::move(path);
@@ -69,22 +70,58 @@ TEST(TopoPaths, ClassifyHandBuiltHost) {
 TEST(TopoPaths, NicChoice) {
   HostTopo t = handBuilt();
   EXPECT_EQ(chooseNic(t, DevRef::gpu(0), 0), 1);   // below the same switch
-  EXPECT_EQ(chooseNic(t, DevRef::gpu(4), 0), 0);   // same host bridge
-  EXPECT_EQ(chooseNic(t, DevRef::numa(1), 0), 1);  // package-close beats cross-socket
-  // Equal paths: the faster wins; equal speeds: RDMA before Ethernet.
+  // An RDMA port beats a plain Ethernet one, even a closer one (same host bridge).
+  EXPECT_EQ(chooseNic(t, DevRef::gpu(4), 0), 1);
+  EXPECT_EQ(chooseNic(t, DevRef::numa(2), 0), 1);
+  // Equal paths: RDMA before Ethernet even when the Ethernet port is faster.
   t.nics[0].loc = t.nics[1].loc;
   t.nics[0].pciPath = t.nics[1].pciPath;
   EXPECT_EQ(chooseNic(t, DevRef::host(), 0), 1);
   t.nics[0].speedMbps = 200000;
+  EXPECT_EQ(chooseNic(t, DevRef::host(), 0), 1);
+  t.nics[0].kind = NicKind::Ib;  // two fabric ports: the faster, then a true tie spread by tieBreak
   EXPECT_EQ(chooseNic(t, DevRef::host(), 0), 0);
   t.nics[0].speedMbps = 100000;
-  EXPECT_EQ(chooseNic(t, DevRef::host(), 0), 1);
-  t.nics[0].kind = NicKind::Ib;
-  EXPECT_EQ(chooseNic(t, DevRef::host(), 0), 0);  // now a true tie: spread by tieBreak
+  EXPECT_EQ(chooseNic(t, DevRef::host(), 0), 0);
   EXPECT_EQ(chooseNic(t, DevRef::host(), 1), 1);
   EXPECT_EQ(chooseNic(t, DevRef::host(), -1), 1);
   t.nics.clear();
   EXPECT_EQ(chooseNic(t, DevRef::host(), 0), -1);
+}
+
+// Two fabric ports, one next to the rank and one a socket away: the near one unless the far
+// one carries more than twice as much; a port whose capacity is unknown stays comparable.
+TEST(TopoPaths, NicChoiceComparableCapacity) {
+  HostTopo t = handBuilt();
+  t.nics[0].kind = NicKind::Ib;  // eth0 made an HCA on NUMA node 2 (socket 1)
+  t.nics[0].speedMbps = 200000;
+  t.nics[1].speedMbps = 100000;  // mlx5_0 on NUMA node 0
+  EXPECT_EQ(chooseNic(t, DevRef::numa(0), 0), 1) << "twice as fast is still comparable: locality decides";
+  t.nics[0].speedMbps = 400000;
+  EXPECT_EQ(chooseNic(t, DevRef::numa(0), 0), 0) << "more than twice as fast";
+  t.nics[1].speedMbps = 0;  // unknown, and no PCIe link either
+  EXPECT_EQ(chooseNic(t, DevRef::numa(0), 0), 1);
+  // No port speeds (a file the library did not write): PCIe links decide what compares.
+  t.nics[0].speedMbps = 0;
+  t.nics[0].pciLinkGBs = 31.5;  // x16 PCIe 4.0
+  t.nics[1].pciLinkGBs = 2.0;   // x4 PCIe 2.0: a 1 GbE management port's slot
+  EXPECT_EQ(chooseNic(t, DevRef::numa(0), 0), 0);
+  t.nics[1].pciLinkGBs = 15.75;  // x8 PCIe 4.0
+  EXPECT_EQ(chooseNic(t, DevRef::numa(0), 0), 1);
+}
+
+TEST(TopoPaths, NicCapacity) {
+  NicInfo n;
+  EXPECT_EQ(nicCapacityMbps(n), 0u);
+  n.speedMbps = 200000;
+  EXPECT_EQ(nicCapacityMbps(n), 200000u);
+  n.pciLinkGBs = 15.753846;  // a 200 Gb/s port in an x16 PCIe 3.0 slot moves 126 Gb/s
+  EXPECT_EQ(nicCapacityMbps(n), 126030u);
+  n.speedMbps = 0;
+  EXPECT_EQ(nicCapacityMbps(n), 126030u);
+  n.pciLinkGBs = 31.507692;
+  n.speedMbps = 100000;
+  EXPECT_EQ(nicCapacityMbps(n), 100000u);
 }
 
 TEST(TopoPaths, UnknownLocality) {
@@ -96,6 +133,29 @@ TEST(TopoPaths, UnknownLocality) {
   one.numas.resize(1);
   one.numas[0].cpus = {0, 1, 2, 3};
   EXPECT_EQ(classify(one, DevRef::host(), DevRef::host()), PathClass::Numa);
+  // A memory-only node (HBM, GPU memory, CXL) beside it does not make two.
+  NumaInfo hbm;
+  hbm.osIndex = 1;
+  hbm.package = 0;
+  hbm.kind = "HBM";
+  one.numas.push_back(hbm);
+  EXPECT_EQ(cpuNumaCount(one), 1);
+  EXPECT_EQ(classify(one, DevRef::host(), DevRef::host()), PathClass::Numa);
+  EXPECT_EQ(localityOfCpus(one, {2}).numa, 0);
+}
+
+// A GPU NVLinked to its CPU (POWER9): its copies to and from that package's memory use
+// NVLink; the other socket's memory is still across the sockets.
+TEST(TopoPaths, GpuNvlinkToItsCpu) {
+  HostTopo t = handBuilt();
+  t.gpus[3].hostNvlinkGBs = 75;
+  t.gpus[3].hostNvlinkPackage = 0;
+  EXPECT_EQ(classify(t, DevRef::gpu(3), DevRef::numa(0)), PathClass::NVLink);
+  EXPECT_EQ(classify(t, DevRef::numa(1), DevRef::gpu(3)), PathClass::NVLink);
+  EXPECT_EQ(classify(t, DevRef::package(0), DevRef::gpu(3)), PathClass::NVLink);
+  EXPECT_EQ(classify(t, DevRef::gpu(3), DevRef::numa(2)), PathClass::CrossSocket);
+  EXPECT_EQ(classify(t, DevRef::gpu(3), DevRef::nic(1)), PathClass::Package) << "NICs stay on PCIe";
+  EXPECT_EQ(classify(t, DevRef::gpu(2), DevRef::numa(0)), PathClass::Numa);
 }
 
 TEST(TopoPaths, ClassNames) {
@@ -107,7 +167,11 @@ TEST(TopoPaths, ClassNames) {
   PathClass c;
   EXPECT_FALSE(parsePathClass("pix", &c));
   EXPECT_STREQ(pathClassName(PathClass::CrossSocket), "cross-socket");
-  EXPECT_STREQ(nicKindName(NicKind::Roce), "roce");
+  const char* kinds[kNumNicKinds] = {"ib", "roce", "ethernet", "opa", "efa", "slingshot"};
+  for (int k = 0; k < kNumNicKinds; ++k) {
+    EXPECT_STREQ(nicKindName(static_cast<NicKind>(k)), kinds[k]);
+    EXPECT_EQ(isFabric(static_cast<NicKind>(k)), k != static_cast<int>(NicKind::Eth)) << kinds[k];
+  }
 }
 
 TEST(TopoPaths, LinkTableDefaultsAndOverrides) {

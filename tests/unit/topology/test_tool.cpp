@@ -5,10 +5,13 @@
 #include <sys/wait.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "coll_config.h"
 #include "../shell_util.hpp"
 #include "topo_test_util.hpp"
+#include "topology/topology.hpp"
 
 namespace coll {
 namespace {
@@ -72,8 +75,8 @@ TEST(TopoTool, RankGpuFromTheEnvironment) {
   Result r = shell("COLL_RANK_GPU=local-rank " + launch);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(has(r, "     0 -> 2    nvlink          300.00 GB/s")) << r.out;
-  EXPECT_TRUE(has(r, "0 0000:19:00.0 mlx5_0 (pci-switch)")) << r.out;
-  EXPECT_TRUE(has(r, "1 0000:1a:00.0 mlx5_0 (pci-switch)")) << r.out;
+  EXPECT_TRUE(has(r, "0 0000:19:00.0 mlx5_0 ib (pci-switch)")) << r.out;
+  EXPECT_TRUE(has(r, "1 0000:1a:00.0 mlx5_0 ib (pci-switch)")) << r.out;
   Result none = shell("COLL_RANK_GPU=none " + launch);
   ASSERT_EQ(none.status, 0) << none.out;
   EXPECT_FALSE(has(none, "0 -> 2    nvlink")) << none.out;
@@ -89,6 +92,49 @@ TEST(TopoTool, RankGpuFromTheEnvironment) {
   Result algo = shell("COLL_ALGO=allreduce:nosuch " + std::string(COLL_INFO_EXE) + " --standalone");
   EXPECT_EQ(algo.status, 2) << algo.out;
   EXPECT_TRUE(has(algo, "allreduce has no algorithm named 'nosuch'")) << algo.out;
+}
+
+// Hosts the library did not describe itself (topo_clusters.py's production shapes): what
+// collective-info says about them alone, with this process pinned to CPU 0 (a CPU rank on
+// each file's first NUMA node), and about a job of one rank per GPU on the POWER9 host.
+TEST(TopoTool, ProductionShapes) {
+  if (boundCpus().empty() || boundCpus()[0] != 0) GTEST_SKIP() << "CPU 0 is not ours to pin to";
+  const std::vector<std::pair<const char*, std::vector<std::string>>> cases = {
+      {"power9_v100_nvlink.xml",
+       {"  gpu0     self         nvlink       cross-socket cross-socket", "paths GPU x NUMA:",
+        "  gpu2     cross-socket nvlink", "numa 1 (os 252, package 0): memory only, GPUMemory of gpu 0 (0004:03:00.0)",
+        "nic 1 enP5p1s0f0 (ethernet) 0005:01:00.0 numa 0", "-              mlx5_0 ib (numa)"}},
+      {"epyc_ib_mgmt.xml",
+       {"nic 1 mlx5_0 (ib, ib0) 0000:21:00.0 numa 1, speed unknown", "(os 4, package 1): memory only, CXL-DRAM",
+        "  numa0    numa         package", "-              mlx5_0 ib (package)"}},
+      {"xeon_opa_mgmt.xml", {"nic 1 hfi1_0 (opa, ib0) 0000:21:00.0 numa 1", "-              hfi1_0 opa (cross-socket)"}},
+      {"epyc_slingshot_mgmt.xml",
+       {"nic 1 cxi0 (slingshot, hsn0) 0000:21:00.0 numa 1", "-              cxi0 slingshot (cross-socket)"}},
+      {"xeon_efa.xml", {"nic 0 ens5 (ethernet)", "nic 1 efa_0 (efa) 0000:21:00.0 numa 1", "efa_0 efa (cross-socket)"}},
+      {"xeon_max_flat.xml",
+       {"numa 1 (os 2, package 0): memory only, 64 GiB", "nic 1 mlx5_0 (ib, ibp129s0) 0000:81:00.0 numa 2",
+        "-              mlx5_0 ib (cross-socket)"}},
+      {"knl_flat_opa.xml",
+       {"numa 0 (os 0, package 0): cpus 0-63, 96 GiB DRAM", "numa 1 (os 1, package 0): memory only, MCDRAM, 16 GiB",
+        "nic 1 hfi1_0 (opa, ib0) 0000:11:00.0 numa 0", "-              hfi1_0 opa (numa)"}},
+  };
+  for (const auto& [file, lines] : cases) {
+    Result r = shell("taskset -c 0 " + std::string(COLL_INFO_EXE) + " --standalone --topo " + dataFile(file));
+    ASSERT_EQ(r.status, 0) << file << "\n" << r.out;
+    for (const std::string& line : lines) EXPECT_TRUE(has(r, line)) << file << ": " << line << "\n" << r.out;
+  }
+  Result job = shell(std::string(COLLECTIVERUN_EXE) + " --timeout 50 --no-tag-output -np 4 " + COLL_INFO_EXE +
+                     " --gpus-by-local-rank --topo " + dataFile("power9_v100_nvlink.xml"));
+  ASSERT_EQ(job.status, 0) << job.out;
+  for (const char* line : {"0 0004:03:00.0 mlx5_0 ib (numa)", "1 0004:04:00.0 mlx5_0 ib (numa)",
+                           "2 0035:03:00.0 mlx5_1 ib (numa)", "3 0035:04:00.0 mlx5_1 ib (numa)", "ring order: 0 1 2 3",
+                           "     0 -> 1    nvlink           75.00 GB/s", "     1 -> 2    cross-socket",
+                           "     2 -> 3    nvlink           75.00 GB/s"})
+    EXPECT_TRUE(has(job, line)) << line << "\n" << job.out;
+  Result v3 = shell(std::string(COLL_INFO_EXE) + " --standalone --topo " + dataFile("epyc_ib_mgmt_v3.xml"));
+  EXPECT_EQ(v3.status, 2) << v3.out;
+  EXPECT_TRUE(has(v3, "is an hwloc XML version 3 file")) << v3.out;
+  EXPECT_TRUE(has(v3, "'lstopo --of v2xml FILE.xml'")) << v3.out;
 }
 
 TEST(TopoTool, MissingTopologyFile) {

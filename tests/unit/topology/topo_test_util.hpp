@@ -6,9 +6,13 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
+#include "topology/job.hpp"
 
 namespace coll::test {
 
@@ -53,6 +57,35 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// A copy of tests/data/topo/`name` in `dir` with the first `from` replaced by `to`.
+inline std::string editedCopy(const TempDir& dir, const std::string& name, const std::string& from,
+                              const std::string& to) {
+  std::stringstream text;
+  text << std::ifstream(dataFile(name)).rdbuf();
+  std::string s = text.str();
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) s.replace(at, from.size(), to);
+  std::string path = dir.path() + "/edited-" + name;
+  std::ofstream(path) << s;
+  return path;
+}
+
+// Rank `rank`'s placement on host `host` of topology `t`, allowed on `cpus`, driving GPU
+// `gpu` (-1 none).
+inline RankPlacement place(const HostTopo& t, int rank, const std::string& host, std::vector<int> cpus,
+                           int gpu = -1, int tieBreak = 0) {
+  PlacementInput in;
+  in.rank = rank;
+  in.hostId = host;
+  in.hostname = host;
+  in.pid = 1000 + rank;
+  in.cpus = std::move(cpus);
+  in.gpu = gpu;
+  in.tieBreak = tieBreak;
+  return makePlacement(t, in);
+}
 
 // Runs f, expecting a coll::Error with `code` whose message contains every fragment.
 template <typename F>

@@ -43,10 +43,11 @@ TEST_F(IbConnect, HandleFieldsAreChecked) {
     const char* message;
   };
   const Case cases[] = {
-      {[](ConnInfo* c) { c->version = 9; }, "protocol version 9; this build speaks 1"},
+      {[](ConnInfo* c) { c->version = 9; }, "protocol version 9; this build speaks 2"},
       {[](ConnInfo* c) { c->bytes = 12; }, "laid out in 12 bytes"},
       {[](ConnInfo* c) { c->kind = kConnReply; }, "expected a connection handle"},
-      {[](ConnInfo* c) { c->qpn = 0; }, "invalid QP number"},
+      {[](ConnInfo* c) { c->qpn[0] = 0; }, "invalid QP number"},
+      {[](ConnInfo* c) { c->nqps = 17; }, "names 17 queue pairs"},
       {[](ConnInfo* c) { c->mtu = 9; }, "invalid MTU code 9"},
       {[](ConnInfo* c) { c->linkLayer = 7; }, "unknown link layer 7"},
       {[](ConnInfo* c) { c->chunk = 3; }, "invalid buffer shape"},

@@ -169,6 +169,11 @@ FakeFabric::Traffic FakeFabric::traffic() const {
   return st_->traffic;
 }
 
+size_t FakeFabric::pinned() const {
+  std::lock_guard<std::mutex> lock(st_->mu);
+  return st_->pinned;
+}
+
 int FakeFabric::registrations() const {
   std::lock_guard<std::mutex> lock(st_->mu);
   return st_->regs;

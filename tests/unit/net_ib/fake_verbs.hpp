@@ -97,6 +97,7 @@ class FakeFabric {
   };
   Traffic traffic() const;
   int registrations() const;  // reg_mr calls that succeeded
+  size_t pinned() const;      // bytes registered other than on demand
   // Misuses seen (destroying a PD with MRs on it, polling an unknown CQ, ...).
   std::vector<std::string> misuse() const;
   // Work completions with an error status delivered so far.

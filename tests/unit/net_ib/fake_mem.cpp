@@ -67,7 +67,7 @@ int deregMr(ibv_mr* mr) {
   return 0;
 }
 
-int pageFrames(uintptr_t addr, size_t pages, uint64_t* frames) {
+int pageFrames(int, uintptr_t addr, size_t pages, uint64_t* frames) {
   FabricState* s = current();
   std::lock_guard<std::mutex> lock(s->mu);
   if (!s->framesReadable) return EPERM;

@@ -129,6 +129,45 @@ TEST_F(IbZcopy, ReceivePostedBeforeOrAfterItsSend) {
   closePair(b, pr);
 }
 
+// Many zero-copy sends at once, their receives posted one at a time, each only after the
+// one before has completed (as an algorithm whose next step needs the last one's data):
+// the headers of later messages must not take the credits an earlier one still needs.
+TEST_F(IbZcopy, ReceivesPostedOneAtATimeBehindManySends) {
+  ScopedEnv env({{"COLL_IB_SLOTS", "4"}, {"COLL_IB_CHUNK", "4K"}, {"COLL_IB_ZCOPY_MIN", "4K"}});
+  Backend b(&fabric);
+  ASSERT_EQ(b.rc, 0) << b.error();
+  Pair pr = connectPair(b, 0, 1);
+  constexpr int kMsgs = 12;
+  std::vector<std::vector<uint8_t>> src, dst;
+  std::vector<void*> sreq(kMsgs, nullptr);
+  std::vector<int> sent(kMsgs, 0);
+  for (int i = 0; i < kMsgs; ++i) {
+    src.push_back(randomBytes(64 << 10, 20 + i));
+    dst.emplace_back(64 << 10);
+    ASSERT_EQ(b.p->isend(pr.send, src[i].data(), src[i].size(), uint64_t(i), &sreq[i]), 0) << b.error();
+    ASSERT_NE(sreq[i], nullptr);
+  }
+  auto pollSends = [&] {
+    for (int i = 0; i < kMsgs; ++i)
+      if (!sent[i]) ASSERT_EQ(b.p->test(sreq[i], &sent[i], nullptr, nullptr), 0) << b.error();
+  };
+  for (int i = 0; i < kMsgs; ++i) {
+    void* r = nullptr;
+    ASSERT_EQ(b.p->irecv(pr.recv, dst[i].data(), dst[i].size(), &r), 0) << b.error();
+    int got = 0;
+    for (auto end = Clock::now() + std::chrono::seconds(10); !got && Clock::now() < end;) {
+      ASSERT_EQ(b.p->test(r, &got, nullptr, nullptr), 0) << b.error();
+      pollSends();
+    }
+    ASSERT_TRUE(got) << "receive " << i << " never completed: the sender is stuck";
+    EXPECT_EQ(src[i], dst[i]) << i;
+  }
+  for (auto end = Clock::now() + std::chrono::seconds(10); std::count(sent.begin(), sent.end(), 0) && Clock::now() < end;)
+    pollSends();
+  EXPECT_EQ(std::count(sent.begin(), sent.end(), 1), kMsgs);
+  closePair(b, pr);
+}
+
 // One round trip of `src` into `dst` over pr.
 void roundTrip(const Backend& b, Pair& pr, const uint8_t* src, uint8_t* dst, size_t n) {
   void *s = nullptr, *r = nullptr;

@@ -217,18 +217,21 @@ TEST(RegCache, UnreadableFramesMakeAnEntrySingleUse) {
 // a new mapping at the same address get others.
 TEST(PageFrames, ReusedAddressHasOtherFrames) {
   const VerbsOps& v = realVerbsOps();
+  PagemapFile pm;
+  const int fd = pm.fd();
+  ASSERT_GE(fd, 0);
   const size_t len = 16 * kPage;
   void* a = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(a, MAP_FAILED);
   memset(a, 1, len);
   std::vector<uint64_t> f1(16), f2(16), f3(16);
-  int rc = v.page_frames(reinterpret_cast<uintptr_t>(a), 16, f1.data());
+  int rc = v.page_frames(fd, reinterpret_cast<uintptr_t>(a), 16, f1.data());
   if (rc == EPERM) {
     munmap(a, len);
     GTEST_SKIP() << "page frames are hidden from this process (no CAP_SYS_ADMIN)";
   }
   ASSERT_EQ(rc, 0);
-  ASSERT_EQ(v.page_frames(reinterpret_cast<uintptr_t>(a), 16, f2.data()), 0);
+  ASSERT_EQ(v.page_frames(fd, reinterpret_cast<uintptr_t>(a), 16, f2.data()), 0);
   EXPECT_EQ(f1, f2);
   for (uint64_t f : f1) EXPECT_NE(f, 0u);
   ASSERT_EQ(munmap(a, len), 0);
@@ -238,7 +241,7 @@ TEST(PageFrames, ReusedAddressHasOtherFrames) {
     GTEST_SKIP() << "the address was taken before it could be reused";
   }
   memset(b, 2, len);
-  ASSERT_EQ(v.page_frames(reinterpret_cast<uintptr_t>(b), 16, f3.data()), 0);
+  ASSERT_EQ(v.page_frames(fd, reinterpret_cast<uintptr_t>(b), 16, f3.data()), 0);
   EXPECT_NE(f1, f3);
   munmap(b, len);
 }

@@ -23,10 +23,11 @@
 //    that turned out eager is dropped by the sender.
 //  - Credits: the sender holds one per receiver slot and spends one per SEND and per
 //    write with immediate on QP 0 (it consumes a slot's RECV), so each always finds a
-//    RECV posted (no reliance on receiver-not-ready retries). The receiver returns them
-//    in batches as a 0-byte SEND-with-immediate (the count). On the other QPs the
-//    receiver posts the RECV for a message's write with immediate before it sends the
-//    region, so one is always there too.
+//    RECV posted (no reliance on receiver-not-ready retries); a zero-copy header takes
+//    its write's credit with its own, so later headers cannot starve it. The receiver
+//    returns them in batches as a 0-byte SEND-with-immediate (the count). On the other
+//    QPs the receiver posts the RECV for a message's write with immediate before it
+//    sends the region, so one is always there too.
 //  - A send completes when its last SEND and write have completed (the peer's NIC has
 //    them), so closing right after is safe; a receive when its last piece has been copied
 //    out, or its last write has landed.
@@ -149,9 +150,12 @@ std::string setUpMemory(Device& d, const Tunables& t) {
   std::string why;
   CacheMode mode = chooseCacheMode(*d.ops, d.ctx, opt, &why);
   d.mem = std::make_unique<DeviceMemory>(*d.ops, d.pd, mode, opt);
-  if (!t.zcopy) return strCat("InfiniBand ", d.name, ": zero-copy off (COLL_IB_ZCOPY=0): every byte through the bounce slots");
+  // GPUDirect RDMA (device memory registered with the NIC) is not implemented.
+  const char* gpu = COLL_HAVE_CUDA ? "; GPUDirect RDMA not used: device buffers are staged through host memory" : "";
+  if (!t.zcopy)
+    return strCat("InfiniBand ", d.name, ": zero-copy off (COLL_IB_ZCOPY=0): every byte through the bounce slots", gpu);
   return strCat("InfiniBand ", d.name, ": zero-copy from ", t.zcopyMin, " bytes over ", t.qps,
-                " queue pair(s) per connection; registration cache: ", why);
+                " queue pair(s) per connection; registration cache: ", why, gpu);
 }
 
 int ibInit(const collNetInit_t* in, void** context) {
@@ -217,7 +221,8 @@ int ibListen(void* context, int dev, void* handle, void** listenComm) {
     qp->token = randomU64();
     ConnInfo info;
     qp->describe(&info, kConnHandle);
-    info.zcopyMin = t.zcopy ? t.zcopyMin : 0;
+    // A zero-copy message takes two credits at once (ib_send.cpp): one slot cannot.
+    info.zcopyMin = t.zcopy && t.slots >= 2 ? t.zcopyMin : 0;
     auto l = std::make_unique<ListenComm>();
     l->recv = std::make_unique<RecvComm>(std::move(qp), c->totals, info.zcopyMin);
     memset(handle, 0, COLL_NET_HANDLE_BYTES);

@@ -2,6 +2,7 @@
 // registrations are kept true (reg_cache.hpp).
 #include "transport/net/ib/ib_mem.hpp"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -29,6 +30,19 @@ std::string memlockText() {
 
 }  // namespace
 
+PagemapFile::~PagemapFile() {
+  if (fd_ >= 0) close(fd_);
+}
+
+int PagemapFile::fd() {
+  if (pid_ != getpid()) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    pid_ = getpid();
+  }
+  return fd_;
+}
+
 bool VerbsRegistrar::reg(uintptr_t addr, size_t len, bool write, MrKeys* out, int* err) {
   int access = write ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE : 0;
   if (odp_) access |= IBV_ACCESS_ON_DEMAND;
@@ -48,7 +62,7 @@ bool VerbsRegistrar::reg(uintptr_t addr, size_t len, bool write, MrKeys* out, in
 void VerbsRegistrar::dereg(const MrKeys& keys) { ops_.dereg_mr(static_cast<ibv_mr*>(keys.mr)); }
 
 bool VerbsRegistrar::frames(uintptr_t addr, size_t pages, uint64_t* out) {
-  return ops_.page_frames && ops_.page_frames(addr, pages, out) == 0;
+  return ops_.page_frames && ops_.page_frames(pagemap_.fd(), addr, pages, out) == 0;
 }
 
 CacheMode chooseCacheMode(const VerbsOps& ops, ibv_context* ctx, const MemoryOptions& opt, std::string* why) {
@@ -69,7 +83,8 @@ CacheMode chooseCacheMode(const VerbsOps& ops, ibv_context* ctx, const MemoryOpt
   volatile uint64_t probe = 1;
   uint64_t frame = 0;
   const uintptr_t page = reinterpret_cast<uintptr_t>(&probe) & ~(uintptr_t(pageSize()) - 1);
-  int rc = ops.page_frames ? ops.page_frames(page, 1, &frame) : ENOSYS;
+  PagemapFile pagemap;
+  int rc = ops.page_frames ? ops.page_frames(pagemap.fd(), page, 1, &frame) : ENOSYS;
   if (rc == 0 && frame != 0) {
     *why = "page check (each reuse first compares the buffer's page frames with those registered)";
     return CacheMode::kPageCheck;

@@ -13,6 +13,22 @@
 
 namespace coll::net::ib {
 
+// /proc/self/pagemap, kept open (a check is then one pread). Reopened in a child after
+// fork: a descriptor opened by the parent reads the parent's pages.
+class PagemapFile {
+ public:
+  PagemapFile() = default;
+  ~PagemapFile();
+  PagemapFile(const PagemapFile&) = delete;
+  PagemapFile& operator=(const PagemapFile&) = delete;
+  int fd();  // -1 when it cannot be opened
+
+ private:
+  int fd_ = -1;
+  int pid_ = 0;
+};
+
+// Not thread-safe: the cache calls it under its lock.
 class VerbsRegistrar : public Registrar {
  public:
   VerbsRegistrar(const VerbsOps& ops, ibv_pd* pd, bool onDemand) : ops_(ops), pd_(pd), odp_(onDemand) {}
@@ -24,6 +40,7 @@ class VerbsRegistrar : public Registrar {
   const VerbsOps& ops_;
   ibv_pd* pd_;
   bool odp_;
+  PagemapFile pagemap_;
 };
 
 struct MemoryOptions {

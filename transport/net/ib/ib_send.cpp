@@ -61,10 +61,15 @@ void SendComm::advance() {
 }
 
 // Headers and eager payload, in message order, one SEND per slot while credits last.
+// A zero-copy header takes two credits: its own and the one its write with immediate on
+// QP 0 will need. Were that one left to later, the headers of later messages, whose
+// receives may wait for this message to complete, could take every credit first.
 void SendComm::advanceSlots() {
   const uint32_t slots = qp_->slots();
   while (credits_ > 0 && busy_ < slots && !queue_.empty()) {
     Request* r = queue_.front();
+    const bool zcopyHeader = r->zcopy && !r->started;
+    if (zcopyHeader && credits_ < 2) return;
     const uint32_t s = head_;
     uint8_t* p = qp_->slot(s);
     uint32_t len = 0;
@@ -90,7 +95,7 @@ void SendComm::advanceSlots() {
     r->piecesOut++;
     head_ = (head_ + 1) % slots;
     busy_++;
-    credits_--;
+    credits_ -= zcopyHeader ? 2 : 1;
     if (r->moved == r->slotBytes) queue_.pop_front();
   }
 }
@@ -111,8 +116,6 @@ bool SendComm::postWrite(Request* r, uint32_t q) {
   const size_t from = std::max(lo, r->wpos[q]);
   const size_t to = std::min(hi, from + kMaxWrite);
   const bool last = to == hi;
-  // A write with immediate takes a receive at the peer: on QP 0 one of the slots'.
-  if (last && q == 0 && credits_ == 0) return false;
   ibv_sge sge{reinterpret_cast<uintptr_t>(r->data + from), uint32_t(to - from),
               r->mr ? RegCache::keys(r->mr).lkey : 0};
   ibv_send_wr wr{};
@@ -124,8 +127,9 @@ bool SendComm::postWrite(Request* r, uint32_t q) {
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = r->raddr + from;
   wr.wr.rdma.rkey = r->rkey;
+  // On QP 0 the write with immediate takes a slot's receive at the peer: its credit was
+  // taken with the header.
   postSend(q, &wr);
-  if (last && q == 0) credits_--;
   writesOut_[q]++;
   r->writesOut++;
   r->wpos[q] = to;

@@ -2,9 +2,17 @@
 // stale and how each mode finds out).
 #include "transport/net/ib/reg_cache.hpp"
 
+#include <algorithm>
 #include <cerrno>
 
 namespace coll::net::ib {
+namespace {
+// Candidates a lookup looks at: a miss past them registers an overlapping entry, which
+// costs a registration, never a wrong answer.
+constexpr int kMaxScan = 64;
+// Idle entries kept whatever their bytes (many small buffers).
+constexpr size_t kMaxIdleEntries = 4096;
+}  // namespace
 
 const char* cacheModeName(CacheMode m) {
   switch (m) {
@@ -31,9 +39,10 @@ CacheStats RegCache::stats() const {
 }
 
 RegCache::Entry* RegCache::find(uintptr_t lo, uintptr_t hi, bool write) {
-  // Entries may overlap; any that covers the range will do. Every entry starting at or
-  // below lo is a candidate (the index is small: one entry per buffer in use).
-  for (auto it = byStart_.upper_bound(lo); it != byStart_.begin();) {
+  // Entries may overlap; any that covers the range will do. Entries starting at or below
+  // lo are the candidates, nearest first.
+  int scanned = 0;
+  for (auto it = byStart_.upper_bound(lo); it != byStart_.begin() && scanned++ < kMaxScan;) {
     --it;
     Entry* e = it->second;
     if (e->hi >= hi && (e->keys.writable || !write)) return e;
@@ -43,12 +52,10 @@ RegCache::Entry* RegCache::find(uintptr_t lo, uintptr_t hi, bool write) {
 
 bool RegCache::samePages(Entry* e, uintptr_t lo, uintptr_t hi) {
   const size_t first = (lo - e->lo) / page_, n = (hi - lo) / page_;
-  std::vector<uint64_t> now(n);
+  scratch_.resize(n);
   st_.checks++;
-  if (!r_->frames(lo, n, now.data())) return false;
-  for (size_t i = 0; i < n; ++i)
-    if (now[i] != e->frames[first + i]) return false;
-  return true;
+  if (!r_->frames(lo, n, scratch_.data())) return false;
+  return std::equal(scratch_.begin(), scratch_.end(), e->frames.begin() + long(first));
 }
 
 bool RegCache::tryReg(uintptr_t lo, uintptr_t hi, bool write, MrKeys* k, int* err) {
@@ -136,7 +143,7 @@ void RegCache::release(const Entry* ce) {
 }
 
 void RegCache::trimIdle() {
-  while (idleBytes_ > maxIdle_ && !idle_.empty()) {
+  while ((idleBytes_ > maxIdle_ || idle_.size() > kMaxIdleEntries) && !idle_.empty()) {
     st_.evicted++;
     destroy(idle_.front());
   }

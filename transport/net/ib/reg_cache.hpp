@@ -98,6 +98,7 @@ class RegCache {
   std::multimap<uintptr_t, Entry*> byStart_;  // entries that acquire may return
   std::list<Entry*> idle_;                    // unused entries, least recent first
   size_t idleBytes_ = 0;
+  std::vector<uint64_t> scratch_;  // page frames read for a check
   CacheStats st_;
 };
 

@@ -1,12 +1,10 @@
 // The libibverbs table behind the InfiniBand backend, and the test override.
 #include "transport/net/ib/verbs_ops.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
-#include <vector>
 
 namespace coll::net::ib {
 namespace {
@@ -23,24 +21,20 @@ int postRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) { return ibv_post_r
 int pollCq(ibv_cq* cq, int n, ibv_wc* wc) { return ibv_poll_cq(cq, n, wc); }
 int queryDeviceEx(ibv_context* c, ibv_device_attr_ex* a) { return ibv_query_device_ex(c, nullptr, a); }
 
-int pageFrames(uintptr_t addr, size_t pages, uint64_t* frames) {
+int pageFrames(int fd, uintptr_t addr, size_t pages, uint64_t* frames) {
   constexpr uint64_t kPresent = 1ull << 63, kPfnMask = (1ull << 55) - 1;
-  const long page = sysconf(_SC_PAGESIZE);
-  int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  std::vector<uint64_t> raw(pages);
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  if (fd < 0) return EBADF;
   const size_t want = pages * sizeof(uint64_t);
-  ssize_t got = pread(fd, raw.data(), want, off_t(addr / uintptr_t(page) * sizeof(uint64_t)));
-  int err = got < 0 ? errno : 0;
-  close(fd);
-  if (err) return err;
+  ssize_t got = pread(fd, frames, want, off_t(addr / page * sizeof(uint64_t)));
+  if (got < 0) return errno;
   if (size_t(got) != want) return EIO;
   bool anyPresent = false, anyFrame = false;
   for (size_t i = 0; i < pages; ++i) {
-    const bool present = raw[i] & kPresent;
-    frames[i] = present ? (raw[i] & kPfnMask) | kPresent : 0;
+    const bool present = frames[i] & kPresent;
     anyPresent = anyPresent || present;
-    anyFrame = anyFrame || (present && (raw[i] & kPfnMask));
+    anyFrame = anyFrame || (present && (frames[i] & kPfnMask));
+    frames[i] = present ? (frames[i] & kPfnMask) | kPresent : 0;
   }
   // Without CAP_SYS_ADMIN every frame number reads as 0: nothing to compare.
   return anyPresent && !anyFrame ? EPERM : 0;

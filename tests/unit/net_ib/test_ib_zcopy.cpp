@@ -24,6 +24,23 @@ class IbZcopy : public ::testing::Test {
   FakeFabric fabric{{fake::ibDevice("mlx5_0"), fake::ibDevice("mlx5_1")}};
 };
 
+// A backend with the default tunables and a connection from device 0 to device 1.
+class IbZcopyPair : public IbZcopy {
+ protected:
+  void SetUp() override {
+    b = std::make_unique<Backend>(&fabric);
+    ASSERT_EQ(b->rc, 0) << b->error();
+    pr = connectPair(*b, 0, 1);
+  }
+  void TearDown() override {
+    closePair(*b, pr);
+    b.reset();
+    IbZcopy::TearDown();
+  }
+  std::unique_ptr<Backend> b;
+  Pair pr;
+};
+
 uint64_t sum(const std::vector<size_t>& v, size_t from) {
   uint64_t s = 0;
   for (size_t x : v)
@@ -177,31 +194,24 @@ void roundTrip(const Backend& b, Pair& pr, const uint8_t* src, uint8_t* dst, siz
   ASSERT_EQ(waitRequest(b, s), 0) << b.error();
 }
 
-TEST_F(IbZcopy, RegistrationsAreReused) {
-  Backend b(&fabric);
-  ASSERT_EQ(b.rc, 0) << b.error();
-  Pair pr = connectPair(b, 0, 1);
+TEST_F(IbZcopyPair, RegistrationsAreReused) {
   auto src = randomBytes(1 << 20, 3);
   std::vector<uint8_t> dst(src.size());
-  for (int i = 0; i < 5; ++i) roundTrip(b, pr, src.data(), dst.data(), src.size());
+  for (int i = 0; i < 5; ++i) roundTrip(*b, pr, src.data(), dst.data(), src.size());
   EXPECT_EQ(src, dst);
   for (int dev : {0, 1}) {
-    CacheStats s = contextCacheStats(b.ctx, dev);
+    CacheStats s = contextCacheStats(b->ctx, dev);
     EXPECT_EQ(s.misses, 1u) << "device " << dev;
     EXPECT_EQ(s.hits, 4u) << "device " << dev;
     EXPECT_EQ(s.entries, 1u) << "device " << dev;
     EXPECT_EQ(s.invalidated, 0u);
   }
-  closePair(b, pr);
 }
 
 // The classic stale-registration bug, on both sides: a buffer freed and its address
 // reused by a new mapping with other pages. The cache must notice, or the receiver's
 // data would land in the old pages and the sender would send the old ones.
-TEST_F(IbZcopy, FreedAndReusedBuffersAreRegisteredAgain) {
-  Backend b(&fabric);
-  ASSERT_EQ(b.rc, 0) << b.error();
-  Pair pr = connectPair(b, 0, 1);
+TEST_F(IbZcopyPair, FreedAndReusedBuffersAreRegisteredAgain) {
   const size_t n = 1 << 20;
   auto map = [&](void* at) {
     void* p = mmap(at, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (at ? MAP_FIXED_NOREPLACE : 0), -1, 0);
@@ -212,7 +222,7 @@ TEST_F(IbZcopy, FreedAndReusedBuffersAreRegisteredAgain) {
   ASSERT_TRUE(src && dst);
   auto v1 = randomBytes(n, 4), v2 = randomBytes(n, 5);
   memcpy(src, v1.data(), n);
-  roundTrip(b, pr, src, dst, n);
+  roundTrip(*b, pr, src, dst, n);
   EXPECT_EQ(memcmp(dst, v1.data(), n), 0);
   // Free both and map again at the same addresses: new pages.
   ASSERT_EQ(munmap(src, n), 0);
@@ -222,16 +232,14 @@ TEST_F(IbZcopy, FreedAndReusedBuffersAreRegisteredAgain) {
   if (src2 != src || dst2 != dst) {
     if (src2) munmap(src2, n);
     if (dst2) munmap(dst2, n);
-    closePair(b, pr);
-    GTEST_SKIP() << "the addresses were taken before they could be reused";
+      GTEST_SKIP() << "the addresses were taken before they could be reused";
   }
   fabric.replacePages(src, n);
   fabric.replacePages(dst, n);
   memcpy(src, v2.data(), n);
-  roundTrip(b, pr, src, dst, n);
+  roundTrip(*b, pr, src, dst, n);
   EXPECT_EQ(memcmp(dst, v2.data(), n), 0) << "a stale registration was used";
-  for (int dev : {0, 1}) EXPECT_EQ(contextCacheStats(b.ctx, dev).invalidated, 1u) << "device " << dev;
-  closePair(b, pr);
+  for (int dev : {0, 1}) EXPECT_EQ(contextCacheStats(b->ctx, dev).invalidated, 1u) << "device " << dev;
   munmap(src, n);
   munmap(dst, n);
 }
@@ -283,70 +291,58 @@ TEST(IbZcopyOdp, OnDemandPagingNeedsNoPageCheck) {
 
 // The locked-memory limit: a send that cannot register fails at once with the cause and
 // the fix; a receive that cannot fails, and its sender hears of it instead of waiting.
-TEST_F(IbZcopy, RegistrationFailureNamesTheLimitAndNeverHangs) {
-  Backend b(&fabric);
-  ASSERT_EQ(b.rc, 0) << b.error();
-  Pair pr = connectPair(b, 0, 1);
+TEST_F(IbZcopyPair, RegistrationFailureNamesTheLimitAndNeverHangs) {
   auto src = randomBytes(1 << 20, 8);
   std::vector<uint8_t> dst(src.size());
   fabric.setPinLimit(1);  // nothing more may be pinned
   void* s = nullptr;
-  EXPECT_NE(b.p->isend(pr.send, src.data(), src.size(), 1, &s), 0);
-  EXPECT_TRUE(contains(b.error(), "InfiniBand mlx5_0:1: registering the send buffer (1 MiB at ")) << b.error();
-  EXPECT_TRUE(contains(b.error(), "Cannot allocate memory")) << b.error();
-  EXPECT_TRUE(contains(b.error(), "ulimit -l")) << b.error();
-  EXPECT_TRUE(contains(b.error(), "COLL_IB_ZCOPY=0")) << b.error();
+  EXPECT_NE(b->p->isend(pr.send, src.data(), src.size(), 1, &s), 0);
+  EXPECT_TRUE(contains(b->error(), "InfiniBand mlx5_0:1: registering the send buffer (1 MiB at ")) << b->error();
+  EXPECT_TRUE(contains(b->error(), "Cannot allocate memory")) << b->error();
+  EXPECT_TRUE(contains(b->error(), "ulimit -l")) << b->error();
+  EXPECT_TRUE(contains(b->error(), "COLL_IB_ZCOPY=0")) << b->error();
   // The sender registers (no limit), then the receiver cannot.
   fabric.setPinLimit(0);
-  ASSERT_EQ(b.p->isend(pr.send, src.data(), src.size(), 1, &s), 0) << b.error();
+  ASSERT_EQ(b->p->isend(pr.send, src.data(), src.size(), 1, &s), 0) << b->error();
   fabric.setPinLimit(1);
   void* r = nullptr;
-  EXPECT_NE(b.p->irecv(pr.recv, dst.data(), dst.size(), &r), 0);
-  EXPECT_TRUE(contains(b.error(), "registering the receive buffer")) << b.error();
-  EXPECT_NE(waitRequest(b, s, nullptr, nullptr, 5), 0);
-  EXPECT_TRUE(contains(b.error(), "the receiver could not register its buffer for message 0")) << b.error();
+  EXPECT_NE(b->p->irecv(pr.recv, dst.data(), dst.size(), &r), 0);
+  EXPECT_TRUE(contains(b->error(), "registering the receive buffer")) << b->error();
+  EXPECT_NE(waitRequest(*b, s, nullptr, nullptr, 5), 0);
+  EXPECT_TRUE(contains(b->error(), "the receiver could not register its buffer for message 0")) << b->error();
   fabric.setPinLimit(0);
-  closePair(b, pr);
 }
 
-TEST_F(IbZcopy, IdleRegistrationsMakeRoomUnderThePinLimit) {
-  Backend b(&fabric);
-  ASSERT_EQ(b.rc, 0) << b.error();
-  Pair pr = connectPair(b, 0, 1);
+TEST_F(IbZcopyPair, IdleRegistrationsMakeRoomUnderThePinLimit) {
   std::vector<std::vector<uint8_t>> bufs;
   for (int i = 0; i < 3; ++i) bufs.push_back(randomBytes(1 << 20, 10 + i));
   std::vector<uint8_t> dst(1 << 20);
-  roundTrip(b, pr, bufs[0].data(), dst.data(), dst.size());
+  roundTrip(*b, pr, bufs[0].data(), dst.data(), dst.size());
   // Room for one more buffer (page-rounded), not two: the third evicts an idle one.
   fabric.setPinLimit(fabric.pinned() + (1 << 20) + 8192);
   for (int round = 0; round < 2; ++round)
     for (auto& buf : bufs) {
-      roundTrip(b, pr, buf.data(), dst.data(), dst.size());
+      roundTrip(*b, pr, buf.data(), dst.data(), dst.size());
       EXPECT_EQ(buf, dst);
     }
-  EXPECT_GT(contextCacheStats(b.ctx, 0).evicted, 0u);
+  EXPECT_GT(contextCacheStats(b->ctx, 0).evicted, 0u);
   fabric.setPinLimit(0);
-  closePair(b, pr);
 }
 
-TEST_F(IbZcopy, RemoteAccessErrorNamesTheCause) {
-  Backend b(&fabric);
-  ASSERT_EQ(b.rc, 0) << b.error();
-  Pair pr = connectPair(b, 0, 1);
+TEST_F(IbZcopyPair, RemoteAccessErrorNamesTheCause) {
   auto src = randomBytes(1 << 20, 9);
   std::vector<uint8_t> dst(src.size());
   fabric.shiftNextWrite(int64_t(1) << 30);  // a region address that is not the receiver's
   void *s = nullptr, *r = nullptr;
-  ASSERT_EQ(b.p->irecv(pr.recv, dst.data(), dst.size(), &r), 0) << b.error();
-  ASSERT_EQ(b.p->isend(pr.send, src.data(), src.size(), 1, &s), 0) << b.error();
-  EXPECT_NE(waitRequest(b, s, nullptr, nullptr, 5), 0);
-  EXPECT_TRUE(contains(b.error(), "InfiniBand mlx5_0:1 (peer mlx5_1:1): an RDMA write failed: remote access error"))
-      << b.error();
-  EXPECT_TRUE(contains(b.error(), "the peer's memory region refused the RDMA write")) << b.error();
-  EXPECT_NE(waitRequest(b, r, nullptr, nullptr, 5), 0);
-  EXPECT_TRUE(contains(b.error(), "InfiniBand mlx5_1:1 (peer mlx5_0:1)")) << b.error();
-  EXPECT_TRUE(contains(b.error(), "error state")) << b.error();
-  closePair(b, pr);
+  ASSERT_EQ(b->p->irecv(pr.recv, dst.data(), dst.size(), &r), 0) << b->error();
+  ASSERT_EQ(b->p->isend(pr.send, src.data(), src.size(), 1, &s), 0) << b->error();
+  EXPECT_NE(waitRequest(*b, s, nullptr, nullptr, 5), 0);
+  EXPECT_TRUE(contains(b->error(), "InfiniBand mlx5_0:1 (peer mlx5_1:1): an RDMA write failed: remote access error"))
+      << b->error();
+  EXPECT_TRUE(contains(b->error(), "the peer's memory region refused the RDMA write")) << b->error();
+  EXPECT_NE(waitRequest(*b, r, nullptr, nullptr, 5), 0);
+  EXPECT_TRUE(contains(b->error(), "InfiniBand mlx5_1:1 (peer mlx5_0:1)")) << b->error();
+  EXPECT_TRUE(contains(b->error(), "error state")) << b->error();
 }
 
 // A sender without zero-copy: its reply says so, and both sides stay eager.
@@ -375,22 +371,18 @@ TEST_F(IbZcopy, OneSideWithoutZeroCopyKeepsTheConnectionEager) {
 
 // Closing a receiver whose region the sender is writing: nothing lands after close, and
 // the sender fails instead of waiting.
-TEST_F(IbZcopy, CloseRecvWithWritesInFlight) {
-  Backend b(&fabric);
-  ASSERT_EQ(b.rc, 0) << b.error();
-  Pair pr = connectPair(b, 0, 1);
+TEST_F(IbZcopyPair, CloseRecvWithWritesInFlight) {
   auto src = randomBytes(1 << 20, 13);
   std::vector<uint8_t> dst(src.size(), 0xEE);
   void *s = nullptr, *r = nullptr;
-  ASSERT_EQ(b.p->irecv(pr.recv, dst.data(), dst.size(), &r), 0) << b.error();
-  ASSERT_EQ(b.p->isend(pr.send, src.data(), src.size(), 1, &s), 0) << b.error();
-  ASSERT_EQ(b.p->closeRecv(pr.recv), 0) << b.error();
+  ASSERT_EQ(b->p->irecv(pr.recv, dst.data(), dst.size(), &r), 0) << b->error();
+  ASSERT_EQ(b->p->isend(pr.send, src.data(), src.size(), 1, &s), 0) << b->error();
+  ASSERT_EQ(b->p->closeRecv(pr.recv), 0) << b->error();
   pr.recv = nullptr;
   auto snapshot = dst;
-  EXPECT_NE(waitRequest(b, s, nullptr, nullptr, 5), 0);
-  EXPECT_TRUE(contains(b.error(), "mlx5_0:1")) << b.error();
+  EXPECT_NE(waitRequest(*b, s, nullptr, nullptr, 5), 0);
+  EXPECT_TRUE(contains(b->error(), "mlx5_0:1")) << b->error();
   EXPECT_EQ(dst, snapshot) << "written after closeRecv";
-  closePair(b, pr);
 }
 
 }  // namespace

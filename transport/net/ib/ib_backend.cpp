@@ -50,7 +50,7 @@ COLL_PARAM(kIbSlots, "COLL_IB_SLOTS", "16", "InfiniBand: bounce slots per connec
 COLL_PARAM(kIbQps, "COLL_IB_QPS", "1", "InfiniBand: queue pairs per connection; zero-copy messages are striped over them");
 COLL_PARAM(kIbZcopy, "COLL_IB_ZCOPY", "1", "InfiniBand: 1: large messages move by RDMA write straight between the user's buffers; 0: every byte through the bounce slots");
 // The measured cross-over of the eager and zero-copy paths: perf/net/ib_model (doc/benchmarks.md).
-COLL_PARAM(kIbZcopyMin, "COLL_IB_ZCOPY_MIN", "64K", "InfiniBand: messages of this size or more move zero-copy");
+COLL_PARAM(kIbZcopyMin, "COLL_IB_ZCOPY_MIN", "32K", "InfiniBand: messages of this size or more move zero-copy");
 COLL_PARAM(kIbRegCache, "COLL_IB_REG_CACHE", "auto", "InfiniBand: keep registrations of user buffers for reuse: auto (where they can be kept true: on-demand paging, or a page check), off");
 COLL_PARAM(kIbRegCacheMax, "COLL_IB_REG_CACHE_MAX", "4G", "InfiniBand: registered bytes of user buffers kept while unused (least recently used first out)");
 COLL_PARAM(kIbTimeout, "COLL_IB_TIMEOUT", "20", "InfiniBand: ack timeout, 4.096 us * 2^n");

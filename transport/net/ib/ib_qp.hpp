@@ -18,7 +18,7 @@ struct Tunables {
   uint32_t slots = 16;
   uint32_t qps = 1;
   bool zcopy = true;
-  uint64_t zcopyMin = 64 << 10;
+  uint64_t zcopyMin = 32 << 10;
   bool regCache = true;
   uint64_t regCacheMax = uint64_t(4) << 30;
   int gidIndex = -1;

@@ -9,9 +9,12 @@
 //   zero-copy (the region's trip to the sender, then the data; both sides look their
 //   buffer up in the registration cache and check its pages):
 //       t = 2a + W/Bw + 2h + P * tc
-//   all-reduce on N ranks, per rank: W bytes on the wire, C copied, m messages of which
-//   z zero-copy, P pages checked:
-//       t = max(W/Bw, C/Bc) + (m + z) * a + 2z * h + P * tc,     busbw = 2(N-1)/N * S / t
+//   all-reduce of S bytes on N ranks, per rank: W bytes on the wire, C copied, m messages
+//   of which z zero-copy, P pages checked; the wire and the copies overlap (pipelined),
+//   the cache's work is on the rank's core too, and the latency is that of a ring's
+//   2(N-1) dependent steps, each a trip longer where its message is zero-copy:
+//       t = max(W/Bw, C/Bc) + 2(N-1) * a * (1 + z/m) + 2z * h + P * tc
+//       busbw = 2(N-1)/N * S / t
 //
 // Bc: one core's copy bandwidth (--copy-gbs; this machine's memcpy is printed beside),
 // Bw: the port's data rate (--wire-gbs: NDR 400 Gb/s carries 46-48 GB/s of payload in
@@ -75,8 +78,9 @@ double eagerTime(const Params& p, double size, double chunk, const Cost& c) {
 double zcopyTime(const Params& p, const Cost& c, double tc) {
   return 2 * p.alpha + c.wire / p.wire + 2 * p.hit + c.pages * tc;
 }
-double collectiveTime(const Params& p, const Cost& c, double tc) {
-  return std::max(c.wire / p.wire, c.copied / p.copy) + (c.msgs + c.zmsgs) * p.alpha + 2 * c.zmsgs * p.hit +
+double collectiveTime(const Params& p, int n, const Cost& c, double tc) {
+  const double steps = 2.0 * (n - 1), zfrac = c.msgs > 0 ? c.zmsgs / c.msgs : 0;
+  return std::max(c.wire / p.wire, c.copied / p.copy) + steps * p.alpha * (1 + zfrac) + 2 * c.zmsgs * p.hit +
          c.pages * tc;
 }
 
@@ -320,17 +324,19 @@ void printSweep(const Params& p, Rows& rows, double tc) {
 
 void printRanks(const Params& p, Rows& rows, double tc) {
   printf("\n# all-reduce of %zu bytes per rank: predicted busbw on one port of %.0f GB/s\n", p.bytes, p.wire / 1e9);
-  printf("# %5s %8s %8s %10s %10s %10s %7s %9s\n", "ranks", "copy/B", "copy/B", "eager", "zcopy", "zcopy_odp",
-         "ratio", "of_port");
-  printf("# %5s %8s %8s %10s %10s %10s %7s %9s\n", "", "eager", "zcopy", "GB/s", "GB/s", "GB/s", "z/e", "zcopy");
+  printf("# %5s %8s %8s %7s %10s %10s %10s %7s %9s\n", "ranks", "copy/B", "copy/B", "msgs", "eager", "zcopy",
+         "zcopy_odp", "ratio", "of_port");
+  printf("# %5s %8s %8s %7s %10s %10s %10s %7s %9s\n", "", "eager", "zcopy", "/rank", "GB/s", "GB/s", "GB/s", "z/e",
+         "zcopy");
   for (auto& [n, e] : rows["slots:ranks"]) {
     const Cost& z = rows["default:ranks"][n];
     // busbw's factor: what a ring moves per rank, whatever the algorithm moved.
     const double algo = 2.0 * double(n - 1) / double(n) * double(p.bytes);
-    double be = algo / collectiveTime(p, e, tc) / 1e9, bz = algo / collectiveTime(p, z, tc) / 1e9;
-    double bo = algo / collectiveTime(p, z, 0) / 1e9;
-    printf("  %5ld %8.3f %8.3f %10.2f %10.2f %10.2f %7.2f %8.0f%%\n", n, e.copied / e.payload, z.copied / z.payload, be, bz,
-           bo, bz / be, 100 * bz / (p.wire / 1e9));
+    const int ni = int(n);
+    double be = algo / collectiveTime(p, ni, e, tc) / 1e9, bz = algo / collectiveTime(p, ni, z, tc) / 1e9;
+    double bo = algo / collectiveTime(p, ni, z, 0) / 1e9;
+    printf("  %5ld %8.3f %8.3f %7.1f %10.2f %10.2f %10.2f %7.2f %8.0f%%\n", n, e.copied / e.payload,
+           z.copied / z.payload, z.msgs, be, bz, bo, bz / be, 100 * bz / (p.wire / 1e9));
   }
 }
 

@@ -139,6 +139,28 @@ TEST(IbConnectMixed, InfiniBandCannotReachRoce) {
   EXPECT_EQ(f.live().mrs, 0);
 }
 
+// The stripes of a zero-copy message: they tile [0, len) in QP order, start on page
+// boundaries, and short messages leave the last QPs an empty stripe.
+TEST(IbWire, StripesTileTheMessage) {
+  for (size_t len : {size_t(0), size_t(1), size_t(4096), size_t(4097), size_t(3 * 4096 + 17), size_t(1) << 20,
+                     (size_t(1) << 20) + 5})
+    for (uint32_t n : {1u, 2u, 3u, 4u, 16u}) {
+      size_t next = 0;
+      for (uint32_t q = 0; q < n; ++q) {
+        size_t lo = 0, hi = 0;
+        stripeOf(len, q, n, &lo, &hi);
+        EXPECT_EQ(lo, next) << len << " bytes, stripe " << q << " of " << n;
+        EXPECT_LE(lo, hi);
+        if (lo < len) EXPECT_EQ(lo % 4096, 0u);
+        next = hi;
+      }
+      EXPECT_EQ(next, len) << len << " bytes over " << n;
+    }
+  size_t lo = 0, hi = 0;
+  stripeOf(4097, 2, 4, &lo, &hi);
+  EXPECT_EQ(lo, hi) << "a page and a byte over four QPs: the third and fourth write nothing";
+}
+
 // Endpoints may outlive finalize(): they keep their device open until closed.
 TEST(IbConnectLifetime, EndpointsOutliveFinalize) {
   FakeFabric f({fake::ibDevice("mlx5_0")});

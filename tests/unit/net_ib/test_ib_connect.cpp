@@ -151,7 +151,9 @@ TEST(IbWire, StripesTileTheMessage) {
         stripeOf(len, q, n, &lo, &hi);
         EXPECT_EQ(lo, next) << len << " bytes, stripe " << q << " of " << n;
         EXPECT_LE(lo, hi);
-        if (lo < len) EXPECT_EQ(lo % 4096, 0u);
+        if (lo < len) {
+          EXPECT_EQ(lo % 4096, 0u);
+        }
         next = hi;
       }
       EXPECT_EQ(next, len) << len << " bytes over " << n;

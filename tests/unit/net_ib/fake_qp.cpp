@@ -1,7 +1,9 @@
 // The fake fabric's RC queue pairs: the state machine, posting, delivery of SENDs into
-// the target's receives, completions and errors (flushes) as a NIC would produce them.
+// the target's receives and of RDMA writes into its regions, completions and errors
+// (flushes) as a NIC would produce them.
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 #include "fake_state.hpp"
 
@@ -90,6 +92,7 @@ int modifyQp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
     auto* ctx = s->ctxs[qp->context].get();
     if (a->port_num < 1 || a->port_num > ctx->dev->spec.ports.size()) return EINVAL;
     q->port = a->port_num;
+    q->access = a->qp_access_flags;
   } else if (cur == IBV_QPS_INIT && next == IBV_QPS_RTR) {
     if (!has(mask, IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
@@ -143,11 +146,17 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   for (; wr; wr = wr->next) {
     *bad = wr;
     if (q->qp.state != IBV_QPS_RTS && q->qp.state != IBV_QPS_ERR) return EINVAL;
-    if (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM) return EINVAL;
+    const bool write = wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+    if (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_SEND_WITH_IMM && !write) return EINVAL;
     if (wr->num_sge < 0 || uint32_t(wr->num_sge) > q->cap.max_send_sge) return EINVAL;
     if (q->sqOut >= int(q->cap.max_send_wr)) return ENOMEM;
-    SendWr w{q->qp.qp_num, wr->wr_id, wr->opcode, wr->imm_data,
+    if (write && (wr->send_flags & IBV_SEND_INLINE)) return EINVAL;  // not used by the backend
+    SendWr w{q->qp.qp_num, wr->wr_id, wr->opcode, wr->imm_data, 0, 0,
              q->sigAll || (wr->send_flags & IBV_SEND_SIGNALED), false, {}, {}, IBV_WC_SUCCESS};
+    if (write) {
+      w.remoteAddr = wr->wr.rdma.remote_addr;
+      w.rkey = wr->wr.rdma.rkey;
+    }
     w.sges.assign(wr->sg_list, wr->sg_list + wr->num_sge);
     if (wr->send_flags & IBV_SEND_INLINE) {
       // Inline data is copied now; the keys are not looked at.
@@ -161,7 +170,7 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       }
     }
     if (q->qp.state == IBV_QPS_ERR) {
-      s->push(q->scq, makeWc(w.wrId, IBV_WC_WR_FLUSH_ERR, IBV_WC_SEND, q->qp.qp_num));
+      s->push(q->scq, makeWc(w.wrId, IBV_WC_WR_FLUSH_ERR, write ? IBV_WC_RDMA_WRITE : IBV_WC_SEND, q->qp.qp_num));
       continue;
     }
     q->sqOut++;
@@ -251,7 +260,18 @@ void FabricState::toError(QpObj* q) {
   q->rq.clear();
 }
 
-// One SEND, from gathering its bytes to both completions.
+bool FabricState::peerOk(const QpObj* src, const QpObj* dst) const {
+  bool ok = dst && (dst->qp.state == IBV_QPS_RTR || dst->qp.state == IBV_QPS_RTS) &&
+            dst->attr.dest_qp_num == src->qp.qp_num && dst->attr.rq_psn == src->attr.sq_psn;
+  if (!ok) return false;
+  const FakePort* dp = portOf(dst);
+  const auto& ah = src->attr.ah_attr;
+  if (dp->linkLayer == IBV_LINK_LAYER_ETHERNET)
+    return ah.is_global && memcmp(ah.grh.dgid.raw, dp->gids[dst->attr.ah_attr.grh.sgid_index].gid.raw, 16) == 0;
+  return ah.dlid == dp->lid;
+}
+
+// One SEND or RDMA write, from gathering its bytes to both completions.
 void FabricState::deliver(SendWr& w) {
   QpObj* src = byQpn.at(w.qpn);
   src->sqOut--;
@@ -263,26 +283,21 @@ void FabricState::deliver(SendWr& w) {
         st = IBV_WC_LOC_PROT_ERR;
         break;
       }
-      auto* p = reinterpret_cast<const uint8_t*>(g.addr);
-      data.insert(data.end(), p, p + g.length);
+      readThrough(findMr(g.lkey), g.addr, g.length, &data);
     }
+  }
+  const bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  const ibv_wc_opcode op = write ? IBV_WC_RDMA_WRITE : IBV_WC_SEND;
+  if (st == IBV_WC_SUCCESS && write) {
+    deliverWrite(w, src, data);
+    return;
   }
   QpObj* dst = nullptr;
   if (st == IBV_WC_SUCCESS) {
     auto it = byQpn.find(src->attr.dest_qp_num);
     dst = it == byQpn.end() ? nullptr : it->second;
     // An unreachable or mismatched peer never acknowledges: the sender retries, then gives up.
-    bool ok = dst && (dst->qp.state == IBV_QPS_RTR || dst->qp.state == IBV_QPS_RTS) &&
-              dst->attr.dest_qp_num == src->qp.qp_num && dst->attr.rq_psn == src->attr.sq_psn;
-    if (ok) {
-      const FakePort* dp = portOf(dst);
-      const auto& ah = src->attr.ah_attr;
-      if (dp->linkLayer == IBV_LINK_LAYER_ETHERNET)
-        ok = ah.is_global && memcmp(ah.grh.dgid.raw, dp->gids[dst->attr.ah_attr.grh.sgid_index].gid.raw, 16) == 0;
-      else
-        ok = ah.dlid == dp->lid;
-    }
-    if (!ok) st = IBV_WC_RETRY_EXC_ERR;
+    if (!peerOk(src, dst)) st = IBV_WC_RETRY_EXC_ERR;
     else if (dst->rq.empty()) st = IBV_WC_RNR_RETRY_EXC_ERR;
   }
   if (st == IBV_WC_SUCCESS) {
@@ -302,7 +317,7 @@ void FabricState::deliver(SendWr& w) {
       size_t off = 0;
       for (auto& g : r.sges) {
         size_t n = std::min<size_t>(g.length, data.size() - off);
-        if (n) memcpy(reinterpret_cast<void*>(g.addr), data.data() + off, n);
+        if (n) writeThrough(findMr(g.lkey), g.addr, data.data() + off, n);
         off += n;
       }
       ibv_wc wc = makeWc(r.wrId, IBV_WC_SUCCESS, IBV_WC_RECV, dst->qp.qp_num);
@@ -313,22 +328,87 @@ void FabricState::deliver(SendWr& w) {
         wc.imm_data = w.imm;
       }
       push(dst->rcq, wc);
+      traffic.sends++;
+      traffic.sendBytes += data.size();
     }
   }
   if (st != IBV_WC_SUCCESS) {
-    push(src->scq, makeWc(w.wrId, st, IBV_WC_SEND, src->qp.qp_num));
+    push(src->scq, makeWc(w.wrId, st, op, src->qp.qp_num));
     toError(src);  // flushes what the sender still has posted
   } else if (w.signaled) {
-    ibv_wc wc = makeWc(w.wrId, IBV_WC_SUCCESS, IBV_WC_SEND, src->qp.qp_num);
+    ibv_wc wc = makeWc(w.wrId, IBV_WC_SUCCESS, op, src->qp.qp_num);
     wc.byte_len = uint32_t(data.size());
     push(src->scq, wc);
   }
 }
 
+// An RDMA write (with immediate: it also consumes the target's oldest RECV). The target
+// checks the key, the range and the rights of its region and of its QP; a refusal is a
+// remote access error for the sender and puts both QPs in ERROR.
+void FabricState::deliverWrite(SendWr& w, QpObj* src, std::vector<uint8_t>& data) {
+  const bool imm = w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  auto it = byQpn.find(src->attr.dest_qp_num);
+  QpObj* dst = it == byQpn.end() ? nullptr : it->second;
+  ibv_wc_status st = IBV_WC_SUCCESS;
+  uint64_t addr = w.remoteAddr;
+  if (!data.empty() && shiftNext) {
+    addr += uint64_t(shiftNext);
+    shiftNext = 0;
+  }
+  MrObj* m = nullptr;
+  if (!peerOk(src, dst)) {
+    st = IBV_WC_RETRY_EXC_ERR;
+  } else if (!data.empty()) {  // a zero-length write touches no memory: no key is checked
+    m = findRemoteMr(w.rkey, dst->pd);
+    const auto lo = m ? reinterpret_cast<uintptr_t>(m->mr.addr) : 0;
+    if (!m || !(m->access & IBV_ACCESS_REMOTE_WRITE) || !(dst->access & IBV_ACCESS_REMOTE_WRITE) || addr < lo ||
+        addr + data.size() > lo + m->mr.length || addr + data.size() < addr)
+      st = IBV_WC_REM_ACCESS_ERR;
+  }
+  if (st == IBV_WC_SUCCESS && imm && dst->rq.empty()) st = IBV_WC_RNR_RETRY_EXC_ERR;
+  if (st != IBV_WC_SUCCESS) {
+    push(src->scq, makeWc(w.wrId, st, IBV_WC_RDMA_WRITE, src->qp.qp_num));
+    toError(src);
+    if (st == IBV_WC_REM_ACCESS_ERR) toError(dst);
+    return;
+  }
+  if (m) writeThrough(m, addr, data.data(), data.size());
+  traffic.writes++;
+  traffic.writeBytes += data.size();
+  if (imm) {
+    traffic.writesWithImm++;
+    RecvWr r = std::move(dst->rq.front());
+    dst->rq.pop_front();
+    ibv_wc wc = makeWc(r.wrId, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, dst->qp.qp_num);
+    wc.byte_len = uint32_t(data.size());
+    wc.src_qp = src->qp.qp_num;
+    wc.wc_flags |= IBV_WC_WITH_IMM;
+    wc.imm_data = w.imm;
+    push(dst->rcq, wc);
+  }
+  if (w.signaled) {
+    ibv_wc wc = makeWc(w.wrId, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, src->qp.qp_num);
+    wc.byte_len = uint32_t(data.size());
+    push(src->scq, wc);
+  }
+}
+
+// In post order, or (shuffled) the oldest of a random QP at a time, and only part of
+// what is pending, so that other QPs' work overtakes it.
 void FabricState::deliverPending() {
-  while (!pending.empty()) {
-    SendWr w = std::move(pending.front());
-    pending.pop_front();
+  size_t budget = pending.size();
+  if (shuffle && budget > 1) budget = 1 + (*shuffle)() % budget;
+  while (!pending.empty() && budget-- > 0) {
+    size_t pick = 0;
+    if (shuffle) {
+      std::vector<size_t> heads;
+      std::set<uint32_t> seen;
+      for (size_t i = 0; i < pending.size(); ++i)
+        if (seen.insert(pending[i].qpn).second) heads.push_back(i);
+      pick = heads[(*shuffle)() % heads.size()];
+    }
+    SendWr w = std::move(pending[pick]);
+    pending.erase(pending.begin() + long(pick));
     if (failNext != IBV_WC_SUCCESS) {
       w.forced = failNext;
       failNext = IBV_WC_SUCCESS;

@@ -1,4 +1,5 @@
-// The fake verbs fabric: devices, ports, GIDs, PDs, MRs and CQs (QPs: fake_qp.cpp).
+// The fake verbs fabric: devices, ports, GIDs, PDs and CQs (MRs and pages: fake_mem.cpp;
+// QPs: fake_qp.cpp).
 #include <cerrno>
 #include <cstring>
 
@@ -171,39 +172,6 @@ int deallocPd(ibv_pd* pd) {
   return 0;
 }
 
-ibv_mr* regMr(ibv_pd* pd, void* addr, size_t len, int access) {
-  FabricState* s = current();
-  std::lock_guard<std::mutex> lock(s->mu);
-  PdObj* o = lookup(s->pds, pd);
-  if (!o) {
-    s->misuse.push_back("reg_mr on an unknown PD");
-    errno = EINVAL;
-    return nullptr;
-  }
-  auto m = std::make_unique<MrObj>();
-  m->mr.context = pd->context;
-  m->mr.pd = pd;
-  m->mr.addr = addr;
-  m->mr.length = len;
-  m->mr.lkey = s->nextKey++;
-  m->mr.rkey = s->nextKey++;
-  m->pd = o;
-  m->access = access;
-  ibv_mr* p = &m->mr;
-  s->mrs[p] = std::move(m);
-  return p;
-}
-
-int deregMr(ibv_mr* mr) {
-  FabricState* s = current();
-  std::lock_guard<std::mutex> lock(s->mu);
-  if (!s->mrs.erase(mr)) {
-    s->misuse.push_back("dereg_mr of an unknown MR");
-    return EINVAL;
-  }
-  return 0;
-}
-
 ibv_cq* createCq(ibv_context* c, int cqe, void* cqCtx, ibv_comp_channel*, int) {
   FabricState* s = current();
   std::lock_guard<std::mutex> lock(s->mu);
@@ -302,11 +270,10 @@ FakeFabric::FakeFabric(std::vector<FakeDevice> devices) : st_(std::make_unique<F
   v.query_gid_ex = queryGidEx;
   v.alloc_pd = allocPd;
   v.dealloc_pd = deallocPd;
-  v.reg_mr = regMr;
-  v.dereg_mr = deregMr;
   v.create_cq = createCq;
   v.destroy_cq = destroyCq;
   fillQpOps(&v);
+  fillMemOps(&v);
   gFabric = st_.get();
 }
 

@@ -1,8 +1,12 @@
 // An in-process verbs fabric for the InfiniBand backend's tests: fake devices and ports,
-// PDs, MRs with keys and ranges, CQs and RC queue pairs with the verbs state machine.
-// SENDs are checked like hardware would (keys, ranges, states, addresses, a RECV posted
-// at the target) and copy into the target's oldest RECV; a broken protocol turns into
-// the error completion a NIC would give.
+// PDs, MRs with keys, ranges and access rights, CQs and RC queue pairs with the verbs
+// state machine. SENDs and RDMA WRITEs (with immediate) are checked like hardware would
+// (keys, ranges, rights, states, addresses, a RECV posted at the target); SENDs copy into
+// the target's oldest RECV, writes into the remote region; a broken protocol turns into
+// the error completion a NIC would give. Registrations pin pages as the kernel does: the
+// fabric keeps its own page table, and an MR made before FakeFabric::replacePages() of
+// its range goes on naming the old pages (the stale-registration bug), unless it was
+// registered on demand (ODP) on a device that has it.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -35,6 +39,7 @@ struct FakeDevice {
   std::string name;
   std::vector<FakePort> ports;
   bool openFails = false;
+  bool odp = false;  // on-demand paging for RC sends, receives and writes
 };
 
 // An InfiniBand device with `ports` ACTIVE ports.
@@ -59,6 +64,21 @@ class FakeFabric {
 
   // SENDs are delivered at the next poll of any CQ (true) or when posted (false).
   void setDeferred(bool deferred);
+  // Deferred delivery in a random order across QPs (each QP's own order kept, as RC
+  // guarantees), a random part of what is pending per poll: completions of different
+  // QPs then come in any order.
+  void setShuffle(uint64_t seed);
+  // The kernel gave [addr, addr + len) other pages (a free and a reuse of the address,
+  // an munmap and mmap): MRs registered before, unless on demand, still name the old
+  // ones. Writes through them are lost, reads return 0xDB bytes.
+  void replacePages(const void* addr, size_t len);
+  // Page frames readable by the process (as with CAP_SYS_ADMIN); false: hidden (EPERM).
+  void setFramesReadable(bool readable);
+  // Registrations (other than on demand) fail with ENOMEM beyond this many bytes pinned
+  // in all (0: no limit), like RLIMIT_MEMLOCK.
+  void setPinLimit(size_t bytes);
+  // The next RDMA write's remote address is moved by delta (a corrupt region).
+  void shiftNextWrite(int64_t delta);
   // The next SEND to be delivered completes with `status` instead (and, as on a NIC,
   // its QP goes to ERROR and flushes the rest).
   void failNextSend(ibv_wc_status status);
@@ -71,6 +91,13 @@ class FakeFabric {
     int contexts = 0, pds = 0, mrs = 0, cqs = 0, qps = 0;
   };
   Counts live() const;
+  // What the NICs moved: payload bytes gathered for SENDs and for RDMA writes.
+  struct Traffic {
+    uint64_t sends = 0, sendBytes = 0, writes = 0, writeBytes = 0, writesWithImm = 0;
+  };
+  Traffic traffic() const;
+  int registrations() const;  // reg_mr calls that succeeded
+  size_t pinned() const;      // bytes registered other than on demand
   // Misuses seen (destroying a PD with MRs on it, polling an unknown CQ, ...).
   std::vector<std::string> misuse() const;
   // Work completions with an error status delivered so far.

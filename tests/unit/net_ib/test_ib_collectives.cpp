@@ -4,6 +4,11 @@
 // failed completion in the middle of a call must end it on every rank. The random call
 // sequences of collectives-sequences run here too, and a rank that sends and destroys
 // its communicator at once must still deliver.
+//
+// meson runs this program three times: as the environment comes (zero-copy from the
+// default cut-over, one QP), with COLL_IB_ZCOPY=0 (every byte through the slots) and
+// with COLL_IB_QPS=4, where the fabric also delivers in a random order across QPs. The
+// backend reads them once per process.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,10 +16,13 @@
 #include <vector>
 
 #include "collective.h"
+#include "core/config.hpp"
 #include "fake_verbs.hpp"
 #include "tests/unit/collectives/harness.hpp"
 #include "tests/unit/collectives/sequences_threads.hpp"
+#include "transport/net/ib/ib_counters.hpp"
 #include "transport/net/ib/verbs_ops.hpp"
+#include "transport/net/net_backend.hpp"
 
 namespace {
 
@@ -27,10 +35,34 @@ namespace fake = coll::net::ib::fake;
 fake::FakeFabric& fabric() {
   static auto* f = [] {
     auto* fab = new fake::FakeFabric({fake::ibDevice("mlx5_0"), fake::ibDevice("mlx5_1")});
+    const char* qps = getenv("COLL_IB_QPS");
+    if (qps && atoi(qps) > 1) fab->setShuffle(5);
     coll::net::ib::setVerbsOpsForTesting(fab->ops());
     return fab;
   }();
   return *f;
+}
+
+bool zeroCopy() {
+  const char* z = getenv("COLL_IB_ZCOPY");
+  return !z || std::string(z) != "0";
+}
+
+// The backend's context (the library keeps it once loaded), for its counters.
+void* backendContext() {
+  std::string why;
+  const coll::net::Backend* b = coll::net::backendFor(coll::Config::fromEnv(), &why);
+  EXPECT_NE(b, nullptr) << why;
+  return b ? b->context : nullptr;
+}
+
+struct Snapshot {
+  coll::net::ib::ByteCounts sent, received;
+  fake::FakeFabric::Traffic nic;
+};
+Snapshot snapshot() {
+  void* ctx = backendContext();
+  return {coll::net::ib::contextSent(ctx), coll::net::ib::contextReceived(ctx), fabric().traffic()};
 }
 
 class IbCollectives : public ::testing::TestWithParam<int> {
@@ -79,9 +111,48 @@ TEST_P(IbCollectives, EveryCollectiveMatchesTheReference) {
     ASSERT_EQ(collBarrier(c), collSuccess);
   });
   EXPECT_TRUE(fabric().misuse().empty()) << fabric().misuse().front();
+  Snapshot after = snapshot();
+  if (zeroCopy()) EXPECT_GT(after.sent.zcopyMsgs, 0u);
+  else EXPECT_EQ(after.nic.writes, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, IbCollectives, ::testing::Values(2, 3, 4));
+
+// Every message of a large all-reduce is above the cut-over: the CPU copies nothing, the
+// NICs write the payload from user buffers and the slots carry only headers. With
+// zero-copy off, every byte is copied in on the sender and out on the receiver.
+TEST_F(IbCollectives, LargeAllReduceCopiesNothingWithZeroCopy) {
+  const int n = 4;
+  const size_t count = size_t(4) << 20;
+  Job job(n);
+  ASSERT_TRUE(job.ok());
+  Snapshot before = snapshot();
+  job.run([&](int r, collComm_t c) {
+    std::vector<float> v(count);
+    for (size_t i = 0; i < count; ++i) v[i] = static_cast<float>((r + 1) * (i % 7));
+    ASSERT_EQ(collAllReduce(v.data(), v.data(), count, collFloat32, collSum, c, nullptr), collSuccess)
+        << collGetLastError(c);
+    for (size_t i = 0; i < count; i += 4099) ASSERT_EQ(v[i], static_cast<float>(n * (n + 1) / 2 * (i % 7))) << i;
+  });
+  Snapshot after = snapshot();
+  const uint64_t msgs = (after.sent.zcopyMsgs + after.sent.eagerMsgs) - (before.sent.zcopyMsgs + before.sent.eagerMsgs);
+  const uint64_t payload = (after.sent.zcopyBytes + after.sent.eagerBytes) - (before.sent.zcopyBytes + before.sent.eagerBytes);
+  const uint64_t copied = (after.sent.copiedBytes - before.sent.copiedBytes) + (after.received.copiedBytes - before.received.copiedBytes);
+  const uint64_t slotBytes = after.nic.sendBytes - before.nic.sendBytes;
+  const uint64_t written = after.nic.writeBytes - before.nic.writeBytes;
+  ASSERT_GT(msgs, 0u);
+  ASSERT_GE(payload, count * sizeof(float));
+  if (zeroCopy()) {
+    EXPECT_EQ(copied, 0u) << "copies per byte sent above the cut-over must be 0";
+    EXPECT_EQ(written, payload);
+    // A header per message, a region back, credit returns: no payload.
+    EXPECT_LE(slotBytes, 96 * msgs) << slotBytes << " bytes through the slots for " << msgs << " messages";
+  } else {
+    EXPECT_EQ(copied, 2 * payload) << "a copy in on the sender and one out on the receiver";
+    EXPECT_EQ(written, 0u);
+    EXPECT_GE(slotBytes, payload);
+  }
+}
 
 TEST(IbCollectivesFailure, AFailedCompletionEndsTheCallOnEveryRank) {
   fabric();

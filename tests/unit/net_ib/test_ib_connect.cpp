@@ -43,10 +43,11 @@ TEST_F(IbConnect, HandleFieldsAreChecked) {
     const char* message;
   };
   const Case cases[] = {
-      {[](ConnInfo* c) { c->version = 9; }, "protocol version 9; this build speaks 1"},
+      {[](ConnInfo* c) { c->version = 9; }, "protocol version 9; this build speaks 2"},
       {[](ConnInfo* c) { c->bytes = 12; }, "laid out in 12 bytes"},
       {[](ConnInfo* c) { c->kind = kConnReply; }, "expected a connection handle"},
-      {[](ConnInfo* c) { c->qpn = 0; }, "invalid QP number"},
+      {[](ConnInfo* c) { c->qpn[0] = 0; }, "invalid QP number"},
+      {[](ConnInfo* c) { c->nqps = 17; }, "names 17 queue pairs"},
       {[](ConnInfo* c) { c->mtu = 9; }, "invalid MTU code 9"},
       {[](ConnInfo* c) { c->linkLayer = 7; }, "unknown link layer 7"},
       {[](ConnInfo* c) { c->chunk = 3; }, "invalid buffer shape"},
@@ -136,6 +137,30 @@ TEST(IbConnectMixed, InfiniBandCannotReachRoce) {
   EXPECT_EQ(b.p->closeListen(listen), 0);
   EXPECT_EQ(f.live().qps, 0);
   EXPECT_EQ(f.live().mrs, 0);
+}
+
+// The stripes of a zero-copy message: they tile [0, len) in QP order, start on page
+// boundaries, and short messages leave the last QPs an empty stripe.
+TEST(IbWire, StripesTileTheMessage) {
+  for (size_t len : {size_t(0), size_t(1), size_t(4096), size_t(4097), size_t(3 * 4096 + 17), size_t(1) << 20,
+                     (size_t(1) << 20) + 5})
+    for (uint32_t n : {1u, 2u, 3u, 4u, 16u}) {
+      size_t next = 0;
+      for (uint32_t q = 0; q < n; ++q) {
+        size_t lo = 0, hi = 0;
+        stripeOf(len, q, n, &lo, &hi);
+        EXPECT_EQ(lo, next) << len << " bytes, stripe " << q << " of " << n;
+        EXPECT_LE(lo, hi);
+        if (lo < len) {
+          EXPECT_EQ(lo % 4096, 0u);
+        }
+        next = hi;
+      }
+      EXPECT_EQ(next, len) << len << " bytes over " << n;
+    }
+  size_t lo = 0, hi = 0;
+  stripeOf(4097, 2, 4, &lo, &hi);
+  EXPECT_EQ(lo, hi) << "a page and a byte over four QPs: the third and fourth write nothing";
 }
 
 // Endpoints may outlive finalize(): they keep their device open until closed.

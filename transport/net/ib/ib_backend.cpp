@@ -1,19 +1,36 @@
 // The built-in InfiniBand verbs backend of the `net` transport (plugins/net/coll_net.h).
 //
-// Protocol, per one-way connection (one RC queue pair on each side):
+// Protocol, per one-way connection (COLL_IB_QPS RC queue pairs on each side, on one CQ):
 //  - Both sides own COLL_IB_SLOTS registered bounce slots of COLL_IB_CHUNK bytes. The
-//    receiver posts a RECV on each of its slots already in listen(); the handle carries
-//    its QP number, PSN, LID/GID, MTU, slot shape and a random token, and the reply the
-//    sender's QP number, PSN, LID/GID and the echoed token.
-//  - A message goes out as pieces, one SEND per slot: the first piece starts with a
-//    16-byte header {size, tag}, the rest is payload; a 0-byte message is a bare header.
-//  - The sender holds one credit per receiver slot and spends one per SEND, so a SEND
-//    always finds a RECV posted. The receiver copies each piece into the user's buffer
-//    (only up to the receive's size; the true size is reported), reposts the slot and
-//    returns the credits in batches as a 0-byte SEND-with-immediate (the count), which
-//    lands in RECVs the sender keeps posted, one per credit.
-//  - A send completes when its last SEND has completed (the peer's NIC has it), so
-//    closing right after is safe; a receive when its last piece has been copied out.
+//    receiver posts a RECV on each of its slots on QP 0 already in listen(); the handle
+//    carries its QP numbers, PSNs, LID/GID, MTU, slot shape, the zero-copy cut-over and
+//    a random token, and the reply the sender's QP numbers, PSNs, LID/GID, the cut-over
+//    it will use (the handle's, or 0 for none) and the echoed token.
+//  - Every message starts with a 24-byte header {size, tag, kind, seq} in a slot on QP 0.
+//    An eager message (smaller than the cut-over) follows it piece by piece, one SEND per
+//    slot; the receiver copies each piece into the user's buffer (only up to the
+//    receive's size; the true size is reported) and reposts the slot.
+//  - A zero-copy message (the cut-over or more) sends its header alone: a request to
+//    send. The receiver registers its buffer (registration cache, reg_cache.hpp) and
+//    sends a region {seq, address, length, rkey} back on QP 0 (a SEND into receives the
+//    sender keeps posted); it does so already when the receive is posted with a size of
+//    the cut-over or more, so a sender that finds the region there writes at once. The
+//    sender splits min(size, length) into one page-aligned stripe per QP and RDMA-writes
+//    each from its own registered buffer, the last write of each QP with its message
+//    number as immediate data. The receiver's message is complete when it has the header
+//    and one immediate per QP: completion by immediate, not by arrival order, so the QPs
+//    (and adaptive routing within one) may deliver in any order. A region for a message
+//    that turned out eager is dropped by the sender.
+//  - Credits: the sender holds one per receiver slot and spends one per SEND and per
+//    write with immediate on QP 0 (it consumes a slot's RECV), so each always finds a
+//    RECV posted (no reliance on receiver-not-ready retries); a zero-copy header takes
+//    its write's credit with its own, so later headers cannot starve it. The receiver
+//    returns them in batches as a 0-byte SEND-with-immediate (the count). On the other
+//    QPs the receiver posts the RECV for a message's write with immediate before it
+//    sends the region, so one is always there too.
+//  - A send completes when its last SEND and write have completed (the peer's NIC has
+//    them), so closing right after is safe; a receive when its last piece has been copied
+//    out, or its last write has landed.
 //  - Every failed completion fails the endpoint; its requests then fail in test().
 #include <cstring>
 #include <string>
@@ -22,6 +39,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "transport/net/ib/ib_comm.hpp"
+#include "transport/net/ib/ib_counters.hpp"
 #include "transport/net/net_backend.hpp"
 
 COLL_PARAM(kIbHca, "COLL_IB_HCA", "", "InfiniBand: ports to use, e.g. 'mlx5_0:1,mlx5_1' ('^' first: all but these; empty: all)");
@@ -29,6 +47,12 @@ COLL_PARAM(kIbHca, "COLL_IB_HCA", "", "InfiniBand: ports to use, e.g. 'mlx5_0:1,
 COLL_PARAM(kIbGidIndex, "COLL_IB_GID_INDEX", "-1", "RoCE: GID index to send from (-1: a RoCE v2 IPv4-mapped GID if any, else v2, else the first set)");
 COLL_PARAM(kIbChunk, "COLL_IB_CHUNK", "128K", "InfiniBand: bytes per bounce slot (one SEND each)");
 COLL_PARAM(kIbSlots, "COLL_IB_SLOTS", "16", "InfiniBand: bounce slots per connection (the sender's credits)");
+COLL_PARAM(kIbQps, "COLL_IB_QPS", "1", "InfiniBand: queue pairs per connection; zero-copy messages are striped over them");
+COLL_PARAM(kIbZcopy, "COLL_IB_ZCOPY", "1", "InfiniBand: 1: large messages move by RDMA write straight between the user's buffers; 0: every byte through the bounce slots");
+// The measured cross-over of the eager and zero-copy paths: perf/net/ib_model (doc/benchmarks.md).
+COLL_PARAM(kIbZcopyMin, "COLL_IB_ZCOPY_MIN", "32K", "InfiniBand: messages of this size or more move zero-copy");
+COLL_PARAM(kIbRegCache, "COLL_IB_REG_CACHE", "auto", "InfiniBand: keep registrations of user buffers for reuse: auto (where they can be kept true: on-demand paging, or a page check), off");
+COLL_PARAM(kIbRegCacheMax, "COLL_IB_REG_CACHE_MAX", "4G", "InfiniBand: registered bytes of user buffers kept while unused (least recently used first out)");
 COLL_PARAM(kIbTimeout, "COLL_IB_TIMEOUT", "20", "InfiniBand: ack timeout, 4.096 us * 2^n");
 COLL_PARAM(kIbRetry, "COLL_IB_RETRY_CNT", "7", "InfiniBand: retransmissions before a send fails");
 COLL_PARAM(kIbSl, "COLL_IB_SL", "0", "InfiniBand: service level");
@@ -46,6 +70,7 @@ struct Context {
   const VerbsOps* ops = nullptr;
   Tunables tun;
   std::vector<Port> ports;
+  std::shared_ptr<CounterTotals> totals = std::make_shared<CounterTotals>();
   ~Context() { magic = 0; }
 };
 
@@ -94,6 +119,14 @@ Tunables readTunables() {
   t.slots = uint32_t(intIn(c, kIbSlots, 1, kMaxSlots));
   COLL_CHECK_ARG(uint64_t(t.chunk) * t.slots <= kMaxBufferBytes, kIbChunk, " x ", kIbSlots,
                  " = ", uint64_t(t.chunk) * t.slots, " bytes per connection is over 1 GiB");
+  t.qps = uint32_t(intIn(c, kIbQps, 1, kMaxQps));
+  t.zcopy = intIn(c, kIbZcopy, 0, 1) == 1;
+  t.zcopyMin = c.getSize(kIbZcopyMin);
+  COLL_CHECK_ARG(t.zcopyMin >= 1, kIbZcopyMin, "=", c.getStr(kIbZcopyMin), " must be at least 1 byte");
+  const std::string& cache = c.getStr(kIbRegCache);
+  COLL_CHECK_ARG(cache == "auto" || cache == "off", kIbRegCache, " must be auto or off (got '", cache, "')");
+  t.regCache = cache == "auto";
+  t.regCacheMax = c.getSize(kIbRegCacheMax);
   t.timeout = uint8_t(intIn(c, kIbTimeout, 1, 31));
   t.retry = uint8_t(intIn(c, kIbRetry, 0, 7));
   t.sl = uint8_t(intIn(c, kIbSl, 0, 15));
@@ -109,6 +142,22 @@ const Port& portOf(Context* c, int dev) {
   return c->ports[size_t(dev)];
 }
 
+// The device's registration cache; returns the line that says how it keeps entries true.
+std::string setUpMemory(Device& d, const Tunables& t) {
+  MemoryOptions opt;
+  opt.cache = t.regCache;
+  opt.maxIdleBytes = t.regCacheMax;
+  std::string why;
+  CacheMode mode = chooseCacheMode(*d.ops, d.ctx, opt, &why);
+  d.mem = std::make_unique<DeviceMemory>(*d.ops, d.pd, mode, opt);
+  // GPUDirect RDMA (device memory registered with the NIC) is not implemented.
+  const char* gpu = COLL_HAVE_CUDA ? "; GPUDirect RDMA not used: device buffers are staged through host memory" : "";
+  if (!t.zcopy)
+    return strCat("InfiniBand ", d.name, ": zero-copy off (COLL_IB_ZCOPY=0): every byte through the bounce slots", gpu);
+  return strCat("InfiniBand ", d.name, ": zero-copy from ", t.zcopyMin, " bytes over ", t.qps,
+                " queue pair(s) per connection; registration cache: ", why, gpu);
+}
+
 int ibInit(const collNetInit_t* in, void** context) {
   return guarded([&] {
     COLL_CHECK_ARG(context, "InfiniBand init: context is NULL");
@@ -117,13 +166,15 @@ int ibInit(const collNetInit_t* in, void** context) {
     c->ops = &currentVerbsOps();
     c->tun = readTunables();
     c->ports = discoverPorts(*c->ops, {c->tun.hca, c->tun.gidIndex});
-    for (const Port& p : c->ports) {
-      std::string line = strCat("InfiniBand ", p.name, ": ", p.roce() ? "RoCE" : "InfiniBand",
-                                ", ", p.speedMbps, " Mb/s, MTU ", 128 << p.mtu,
-                                p.roce() ? strCat(", GID index ", p.gidIndex) : strCat(", LID ", p.lid),
-                                p.pciPath.empty() ? "" : ", PCI " + p.pciPath);
+    auto say = [&](const std::string& line) {
       if (in && in->log) in->log(collNetLogInfo, line.c_str());
       else COLL_INFO("%s", line.c_str());
+    };
+    for (const Port& p : c->ports) {
+      say(strCat("InfiniBand ", p.name, ": ", p.roce() ? "RoCE" : "InfiniBand", ", ", p.speedMbps, " Mb/s, MTU ",
+                 128 << p.mtu, p.roce() ? strCat(", GID index ", p.gidIndex) : strCat(", LID ", p.lid),
+                 p.pciPath.empty() ? "" : ", PCI " + p.pciPath));
+      if (!p.dev->mem) say(setUpMemory(*p.dev, c->tun));
     }
     *context = c.release();
   });
@@ -157,12 +208,23 @@ int ibListen(void* context, int dev, void* handle, void** listenComm) {
     const Port& p = portOf(c, dev);
     COLL_CHECK_ARG(handle && listenComm, "InfiniBand listen: handle or listenComm is NULL");
     const Tunables& t = c->tun;
-    auto qp = std::make_unique<QpSet>(p, t, t.chunk, t.slots, t.slots, t.slots);
+    QpShape shape;
+    shape.nqps = t.qps;
+    shape.chunk = t.chunk;
+    shape.slots = t.slots;
+    shape.ctrl = kCtsDepth;  // regions go out from these
+    shape.send0 = t.slots + kCtsDepth;  // credit returns, regions
+    shape.recv0 = t.slots;
+    shape.recvN = kCtsDepth;  // a write with immediate per region in flight
+    shape.remoteWrite = t.zcopy;
+    auto qp = std::make_unique<QpSet>(p, t, shape);
     qp->token = randomU64();
     ConnInfo info;
     qp->describe(&info, kConnHandle);
+    // A zero-copy message takes two credits at once (ib_send.cpp): one slot cannot.
+    info.zcopyMin = t.zcopy && t.slots >= 2 ? t.zcopyMin : 0;
     auto l = std::make_unique<ListenComm>();
-    l->recv = std::make_unique<RecvComm>(std::move(qp));
+    l->recv = std::make_unique<RecvComm>(std::move(qp), c->totals, info.zcopyMin);
     memset(handle, 0, COLL_NET_HANDLE_BYTES);
     memcpy(handle, &info, sizeof(info));
     *listenComm = l.release();
@@ -180,12 +242,23 @@ int ibConnect(void* context, int dev, const void* handle, void* reply, void** se
     if (uint64_t(peer.chunk) * peer.slots > kMaxBufferBytes)
       COLL_THROW(collInvalidArgument, "InfiniBand connect on ", p.name, ": the handle asks for ",
                  peer.slots, " slots of ", peer.chunk, " bytes, over 1 GiB");
-    auto qp = std::make_unique<QpSet>(p, c->tun, peer.chunk, peer.slots, peer.slots, peer.slots);
+    QpShape shape;
+    shape.nqps = peer.nqps;
+    shape.chunk = peer.chunk;
+    shape.slots = peer.slots;
+    shape.ctrl = peer.slots + kCtsDepth;  // credits and regions land in these
+    shape.send0 = peer.slots + kWriteDepth;
+    shape.recv0 = peer.slots + kCtsDepth;
+    shape.sendN = kWriteDepth;
+    auto qp = std::make_unique<QpSet>(p, c->tun, shape);
     qp->token = peer.token;
-    auto s = std::make_unique<SendComm>(std::move(qp));
+    // The receiver's cut-over, unless this side has zero-copy off.
+    const uint64_t zcopyMin = c->tun.zcopy ? peer.zcopyMin : 0;
+    auto s = std::make_unique<SendComm>(std::move(qp), c->totals, zcopyMin);
     s->qp().connectTo(peer);
     ConnInfo mine;
     s->qp().describe(&mine, kConnReply);
+    mine.zcopyMin = zcopyMin;
     memset(reply, 0, COLL_NET_HANDLE_BYTES);
     memcpy(reply, &mine, sizeof(mine));
     *sendComm = s.release();
@@ -256,6 +329,13 @@ int ibCloseListen(void* listenComm) {
 
 const char* ibLastError(void*) { return tLastError.c_str(); }
 
+Comm* commOf(void* comm) {
+  COLL_CHECK_ARG(comm, "InfiniBand: endpoint is NULL");
+  auto* c = static_cast<Comm*>(comm);
+  COLL_CHECK_ARG(c->magic == kSendMagic || c->magic == kRecvMagic, "InfiniBand: not an endpoint");
+  return c;
+}
+
 // Endpoints still open keep their device (and its context and PD) alive.
 void ibFinalize(void* context) {
   if (context && static_cast<Context*>(context)->magic == kContextMagic) delete static_cast<Context*>(context);
@@ -268,6 +348,13 @@ const collNetPlugin_v1_t kPlugin = {
 };
 
 }  // namespace
+}  // namespace coll::net::ib
+
+namespace coll::net::ib {
+ByteCounts endpointCounts(void* comm) { return commOf(comm)->counts(); }
+ByteCounts contextSent(void* context) { return ctxOf(context)->totals->sent(); }
+ByteCounts contextReceived(void* context) { return ctxOf(context)->totals->received(); }
+CacheStats contextCacheStats(void* context, int dev) { return portOf(ctxOf(context), dev).dev->mem->cache().stats(); }
 }  // namespace coll::net::ib
 
 namespace coll::net {

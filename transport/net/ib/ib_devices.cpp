@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "transport/net/ib/ib_mem.hpp"
 
 namespace coll::net::ib {
 namespace {
@@ -52,7 +53,11 @@ bool readGid(const VerbsOps& ops, ibv_context* ctx, uint8_t port, int index, ibv
 
 }  // namespace
 
+Device::Device() = default;
+
+// Cached registrations go before the PD they belong to.
 Device::~Device() {
+  mem.reset();
   if (pd) ops->dealloc_pd(pd);
   if (ctx) ops->close_device(ctx);
 }

@@ -14,6 +14,8 @@
 
 namespace coll::net::ib {
 
+class DeviceMemory;
+
 // A device context and protection domain, shared by every endpoint on its ports (and
 // kept alive by them, so finalize() with endpoints still open is safe).
 struct Device {
@@ -24,7 +26,9 @@ struct Device {
   // Endpoints on this device may be driven from different threads: creating and
   // destroying their verbs objects on the shared context and PD is serialised here.
   std::mutex mu;
-  Device() = default;
+  // Registrations of user buffers (ib_mem.hpp); set up by the backend's init.
+  std::unique_ptr<DeviceMemory> mem;
+  Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
   ~Device();

@@ -6,6 +6,9 @@
 
 #include <infiniband/verbs.h>
 
+#include <cstddef>
+#include <cstdint>
+
 namespace coll::net::ib {
 
 struct VerbsOps {
@@ -33,6 +36,15 @@ struct VerbsOps {
   int (*post_send)(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
   int (*post_recv)(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
   int (*poll_cq)(ibv_cq* cq, int num, ibv_wc* wc);
+  // Extended attributes (on-demand paging); non-zero where the provider has none.
+  int (*query_device_ex)(ibv_context* context, ibv_device_attr_ex* attr);
+  // Not libibverbs but the kernel: the page frames behind `pages` pages from `addr`
+  // (page aligned), read from `pagemap` (/proc/self/pagemap, opened by this process): a
+  // frame number with bit 63 set for a page present, 0 for one that is not. Returns 0,
+  // or an errno (EPERM where the kernel hides frame numbers, as it does from processes
+  // without CAP_SYS_ADMIN). The fake fabric has its own pages (and ignores `pagemap`),
+  // so the registration cache's check runs against them in tests.
+  int (*page_frames)(int pagemap, uintptr_t addr, size_t pages, uint64_t* frames);
 };
 
 // The table that calls libibverbs.

@@ -8,8 +8,8 @@
 # right after start-up, which swings by 2x from run to run on a busy machine.
 #
 # usage: perf/compare_allreduce.sh BUILD_DIR [--tcp] [--torch] [--np N] [--strict]
-#                                  [--keep DIR] [--lat-iters N]
-#                                  [sweep flags, default -b 8 -e 256M -f 2]
+#                                  [--keep DIR] [--lat-iters N] [--repeat N] [--hogs N]
+#                                  [--bind-to MODE] [sweep flags, default -b 8 -e 256M -f 2]
 #   --tcp     COLL_TRANSPORT=tcp for us, pml ob1 + btl tcp,self on lo for Open MPI
 #             (without it COLL_TRANSPORT is unset and Open MPI uses its defaults)
 #   --torch   also run perf/peers/torch_allreduce.py (torch.distributed, gloo backend)
@@ -17,15 +17,21 @@
 #   --keep    keep every program's raw output in DIR
 #   --lat-iters N  iterations of the 8-byte latency run (default 10000, warm-up N/20);
 #             0: no such run, the verdict takes the sweep's 8-byte time
+#   --repeat N  N rounds, each running every program once in turn (interleaved), then a
+#             table of min / median / max per size and peer (perf/spread.py) instead of
+#             one round's table, with verdicts over all rounds
+#   --hogs N  N busy processes (loops that never yield, as data loaders or a build) run
+#             beside every program, as perf/under_load.sh starts them
+#   --bind-to MODE  collectiverun's --bind-to for our runs (default: its own, auto)
 # Sweep flags (-b -e -f -n -w -c) are passed to every program unchanged.
 set -euo pipefail
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [ $# -ge 1 ] || usage
 case "$1" in -h|--help) usage ;; esac
 build=$(cd "$1" && pwd); shift
 here=$(cd "$(dirname "$0")" && pwd)
-np=2; tcp=0; torch=0; strict=0; keep=""; lat_iters=10000
+np=2; tcp=0; torch=0; strict=0; keep=""; lat_iters=10000; repeat=1; hogs=0; bind=()
 sweep=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -38,6 +44,11 @@ while [ $# -gt 0 ]; do
       lat_iters=${2:-}
       [[ "$lat_iters" =~ ^[0-9]+$ ]] || { echo "compare_allreduce.sh: --lat-iters takes a count, got '$lat_iters'" >&2; exit 2; }
       shift ;;
+    --repeat|--hogs)
+      [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "compare_allreduce.sh: $1 takes a count, got '${2:-}'" >&2; exit 2; }
+      if [ "$1" = --repeat ]; then repeat=$2; else hogs=$2; fi
+      shift ;;
+    --bind-to) bind=(--bind-to "${2:-}"); shift ;;
     -h|--help) usage ;;
     *) sweep+=("$1") ;;
   esac
@@ -54,9 +65,18 @@ for f in "$launcher" "$ours" "$memcpybench"; do
   [ -x "$f" ] || { echo "compare_allreduce.sh: $f not built" >&2; exit 2; }
 done
 
+[ "$repeat" -ge 1 ] || { echo "compare_allreduce.sh: --repeat must be at least 1" >&2; exit 2; }
 out=${keep:-$(mktemp -d /tmp/compare_allreduce.XXXXXX)}
 mkdir -p "$out"
-[ -n "$keep" ] || trap 'rm -rf "$out"' EXIT
+hog_pids=()
+stop_hogs() { [ ${#hog_pids[@]} -eq 0 ] || { kill "${hog_pids[@]}" 2>/dev/null; wait "${hog_pids[@]}" 2>/dev/null; }; hog_pids=(); }
+cleanup() { stop_hogs; [ -n "$keep" ] || rm -rf "$out"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+for ((i = 0; i < hogs; i++)); do
+  ( trap - INT TERM; while :; do :; done ) </dev/null >/dev/null 2>&1 &
+  hog_pids+=($!)
+done
 
 # Runs one program, keeps its output, and turns its table into "size time busbw" lines.
 failed=()
@@ -64,15 +84,16 @@ run() {
   local name=$1; shift
   echo "# running $name: $*" >&2
   local rc=0
-  "$@" >"$out/$name.log" 2>&1 || rc=$?
+  "$@" >"$rdir/$name.log" 2>&1 || rc=$?
   if [ $rc != 0 ]; then
     failed+=("$name")
     echo "# $name FAILED (exit status $rc); last lines:" >&2
-    tail -5 "$out/$name.log" >&2
+    tail -5 "$rdir/$name.log" >&2
   fi
-  # collectiverun tags lines with "[rank] " unless told otherwise.
-  awk '{ sub(/^\[[0-9]+\] /, "") } !/^#/ && NF >= 8 && $1 ~ /^[0-9]+$/ { print $1, $6, $8 }' \
-    "$out/$name.log" >"$out/$name.tsv"
+  # collectiverun tags lines with "[rank] " unless told otherwise. Fields: size, time,
+  # busbw and (our tools) the in-place time.
+  awk '{ sub(/^\[[0-9]+\] /, "") } !/^#/ && NF >= 8 && $1 ~ /^[0-9]+$/ { print $1, $6, $8, (NF >= 13 ? $10 : "") }' \
+    "$rdir/$name.log" >"$rdir/$name.tsv"
 }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -85,38 +106,60 @@ else
   ourenv=(env -u COLL_TRANSPORT)
   mpiflags=()
 fi
-run ours "${ourenv[@]}" "$launcher" -np "$np" "$ours" "${sweep[@]}"
 have_ompi=0
 if [ -x "$mpibench" ] && command -v mpirun >/dev/null; then have_ompi=1; fi
 ompi=(mpirun --allow-run-as-root --oversubscribe -np "$np" "${mpiflags[@]}" "$mpibench")
 peers=()
-if [ $have_ompi = 1 ]; then
-  run ompi "${ompi[@]}" "${sweep[@]}"
-  peers+=(ompi)
-else
-  echo "# Open MPI peer not built (no mpi dependency): skipped" >&2
-fi
-if [ -x "$gloobench" ]; then
-  run gloo "$gloobench" -np "$np" "${sweep[@]}"
-  peers+=(gloo)
-else
-  echo "# Gloo peer not built (libgloo not found): skipped" >&2
-fi
-if [ $torch = 1 ]; then
-  run torch /usr/bin/python3 "$here/peers/torch_allreduce.py" -np "$np" "${sweep[@]}"
-  peers+=(torch)
-fi
-# The latency verdict's own run: 8 B, many iterations, ours then Open MPI.
-if [ "$lat_iters" -gt 0 ]; then
-  lat=(-b 8 -e 8 -n "$lat_iters" -w $((lat_iters / 20 + 1)))
-  run ours_lat "${ourenv[@]}" "$launcher" -np "$np" "$ours" "${lat[@]}"
-  [ $have_ompi = 0 ] || run ompi_lat "${ompi[@]}" "${lat[@]}"
-fi
+if [ $have_ompi = 1 ]; then peers+=(ompi); else echo "# Open MPI peer not built (no mpi dependency): skipped" >&2; fi
+if [ -x "$gloobench" ]; then peers+=(gloo); else echo "# Gloo peer not built (libgloo not found): skipped" >&2; fi
+[ $torch = 0 ] || peers+=(torch)
+lat=(-b 8 -e 8 -n "$lat_iters" -w $((lat_iters / 20 + 1)))
+# One round: every program once, in turn, into $rdir.
+one_round() {
+  run ours "${ourenv[@]}" "$launcher" "${bind[@]}" -np "$np" "$ours" "${sweep[@]}"
+  local q
+  for q in "${peers[@]}"; do
+    case $q in
+      ompi) run ompi "${ompi[@]}" "${sweep[@]}" ;;
+      gloo) run gloo "$gloobench" -np "$np" "${sweep[@]}" ;;
+      torch) run torch /usr/bin/python3 "$here/peers/torch_allreduce.py" -np "$np" "${sweep[@]}" ;;
+    esac
+  done
+  # The latency verdict's own run: 8 B, many iterations, ours then Open MPI.
+  if [ "$lat_iters" -gt 0 ]; then
+    run ours_lat "${ourenv[@]}" "$launcher" "${bind[@]}" -np "$np" "$ours" "${lat[@]}"
+    [ $have_ompi = 0 ] || run ompi_lat "${ompi[@]}" "${lat[@]}"
+  fi
+}
 memcpy_line=$("$memcpybench" 64M 10)
 memcpy_gbps=$(echo "$memcpy_line" | awk '{ print $4 }')
+if [ "$repeat" -gt 1 ]; then
+  for ((round = 1; round <= repeat; round++)); do
+    rdir=$out/round$round
+    mkdir -p "$rdir"
+    echo "# round $round of $repeat" >&2
+    one_round
+  done
+  echo "# all-reduce float sum, $np ranks on $(hostname), $(nproc) cores; transport: $transport"
+  echo "# sweep: ${sweep[*]}; $repeat interleaved rounds; busy processes beside: $hogs; $memcpy_line"
+  echo "# load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
+  status=0
+  strict_flag=()
+  [ $strict = 0 ] || strict_flag=(--strict)
+  python3 "$here/spread.py" --dir "$out" --rounds "$repeat" --np "$np" --memcpy "$memcpy_gbps" \
+    --peers "${peers[*]}" --lat-iters "$lat_iters" "${strict_flag[@]}" || status=$?
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "# FAILED runs: ${failed[*]} (outputs in $out)" >&2
+    [ -n "$keep" ] || { keep=$out; echo "# kept $out" >&2; }
+    exit 1
+  fi
+  exit $status
+fi
+rdir=$out
+one_round
 
 echo "# all-reduce float sum, $np ranks on $(hostname), $(nproc) cores; transport: $transport"
-echo "# sweep: ${sweep[*]}; $memcpy_line"
+echo "# sweep: ${sweep[*]}; busy processes beside: $hogs; $memcpy_line"
 echo "# load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# bw x = our busbw / peer busbw (higher is better), computed from the times (same size,"
 echo "#        same busbw factor) so that it keeps its precision; t x = our time / peer time"
@@ -182,7 +225,7 @@ BEGIN {
 }' || status=$?
 if [ ${#failed[@]} -gt 0 ]; then
   echo "# FAILED runs: ${failed[*]} (outputs in $out)" >&2
-  [ -n "$keep" ] || { trap - EXIT; echo "# kept $out" >&2; }
+  [ -n "$keep" ] || { keep=$out; echo "# kept $out" >&2; }
   exit 1
 fi
 exit $status

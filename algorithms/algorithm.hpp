@@ -1,5 +1,6 @@
-// An algorithm implements one collective. Each lives in its own file and says what it
-// supports, so selection (src/tuning) can fall back to another when it does not.
+// An algorithm implements one collective. Each lives in its own file, says what it
+// supports, so selection (src/tuning) can fall back to another when it does not, and
+// prices itself from the cost primitives (src/cost), so selection can compare them.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 namespace coll {
 
 class Comm;
+class CostContext;
 
 class Algorithm {
  public:
@@ -19,6 +21,11 @@ class Algorithm {
   virtual const char* description() const = 0;
   virtual OpKind kind() const = 0;
   virtual bool supports(const Comm& comm, const OpArgs& args) const = 0;
+  // Estimated microseconds on `bytes`: the buffer (all-reduce, broadcast, reduce), one
+  // rank's block (all-gather input, reduce-scatter output, all-to-all per peer, gather
+  // input, scatter output). Infinity where the model does not price it: selection then
+  // takes it only where COLL_ALGO or a tuner forces it.
+  virtual double estimate(const CostContext& cost, size_t bytes) const = 0;
   // Runs the operation to completion in the calling thread. Throws coll::Error.
   virtual void run(Comm& comm, const OpArgs& args) const = 0;
 };
@@ -33,5 +40,7 @@ inline constexpr int kOneShotMaxRanks = 64;
 
 // Every algorithm built into the library, in preference order per collective.
 const std::vector<const Algorithm*>& algorithmTable();
+// The algorithm of `kind` named `name`, or null.
+const Algorithm* findAlgorithm(OpKind kind, const std::string& name);
 
 }  // namespace coll

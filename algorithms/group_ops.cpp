@@ -4,11 +4,12 @@
 #include <bit>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <memory>
 
 #include "core/reduce.hpp"
 #include "core/types.hpp"
-#include "tuning/cost_model.hpp"
+#include "algorithms/hier_cost.hpp"
 
 namespace coll {
 
@@ -22,7 +23,7 @@ void waitXfers(Progress& pg, std::vector<Xfer>& xs) {
 
 HierPlace hierPlace(const Comm& comm) {
   HierPlace p;
-  p.lay = &comm.costModel().hier().layout();
+  p.lay = &comm.layouts().hier;
   p.host = comm.topology().hostOf(comm.rank());
   const std::vector<int>& row = p.lay->grid[p.host];
   p.local = static_cast<int>(std::find(row.begin(), row.end(), comm.rank()) - row.begin());
@@ -32,7 +33,12 @@ HierPlace hierPlace(const Comm& comm) {
 }
 
 bool HierGridAlgorithm::supports(const Comm& comm, const OpArgs&) const {
-  return comm.topology().nhosts() >= 2 && comm.costModel().hier().uniform();
+  return comm.topology().nhosts() >= 2 && comm.layouts().hier.uniform;
+}
+
+double HierGridAlgorithm::estimate(const CostContext& c, size_t bytes) const {
+  if (c.nranks() <= 1) return std::numeric_limits<double>::infinity();
+  return c.figures<HierModel>().gatherScatterUs(static_cast<double>(bytes), kind() == OpKind::ReduceScatter);
 }
 
 RingTaskSpec HierGrid::acrossHosts(int s, collDataType_t dt) const {
@@ -60,7 +66,7 @@ HierGrid hierGrid(Comm& comm, const OpArgs& a, int scratchSlot) {
   g.place = hierPlace(comm);
   g.es = typeSize(a.dtype);
   const size_t n = static_cast<size_t>(g.place.H * g.place.L), bytes = a.count * g.es;
-  g.segments = hierSegments(n * bytes, comm.costModel().params());
+  g.segments = hierSegments(n * bytes, comm.costContext().params());
   g.seg = Blocks::split(a.count, g.segments);
   g.data = static_cast<char*>(comm.scratch(n * bytes, scratchSlot));
   return g;

@@ -8,7 +8,7 @@
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/exec.hpp"
-#include "algorithms/patterns/layout.hpp"
+#include "topology/layout.hpp"
 #include "algorithms/ring_task.hpp"
 #include "core/op.hpp"
 #include "collective.h"
@@ -65,6 +65,7 @@ class HierGridAlgorithm : public Algorithm {
  public:
   const char* name() const override { return "hier"; }
   bool supports(const Comm& comm, const OpArgs&) const override;
+  double estimate(const CostContext& c, size_t bytes) const override;
 };
 
 // Copies one piece of every rank's block between rank order and column order: rank r's

@@ -34,4 +34,10 @@ const std::vector<const Algorithm*>& algorithmTable() {
   return table;
 }
 
+const Algorithm* findAlgorithm(OpKind kind, const std::string& name) {
+  for (const Algorithm* a : algorithmTable())
+    if (a->kind() == kind && name == a->name()) return a;
+  return nullptr;
+}
+
 }  // namespace coll

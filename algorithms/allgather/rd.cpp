@@ -2,19 +2,34 @@
 // at step s a rank sends everything it holds to the rank 2^s before it in locality order
 // and receives as much from the rank 2^s after it. Blocks are collected in locality order
 // relative to this rank in scratch and put in place at the end.
+#include <limits>
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "cost/context.hpp"
 #include "algorithms/group_ops.hpp"
-#include "algorithms/patterns/layout.hpp"
+#include "topology/layout.hpp"
 #include "core/comm.hpp"
 #include "core/types.hpp"
-#include "tuning/cost_model.hpp"
 
 namespace coll {
 namespace {
+
+// Its dissemination steps over the locality order (distance 1, 2, 4, ...).
+struct BruckSteps {
+  explicit BruckSteps(const CostContext& c) {
+    const int n = c.nranks();
+    const std::vector<int>& loc = c.layouts().locality.order;
+    for (int d = 1; d < n; d *= 2) {
+      std::vector<std::pair<int, int>> step;
+      for (int pos = 0; pos < n; ++pos) step.push_back({loc[pos], loc[(pos - d % n + n) % n]});
+      steps.push_back(c.stage(step));
+    }
+  }
+  std::vector<Hop> steps;
+};
 
 class RdAllGather final : public Algorithm {
  public:
@@ -22,6 +37,18 @@ class RdAllGather final : public Algorithm {
   const char* description() const override { return "recursive doubling (Bruck dissemination, any n)"; }
   OpKind kind() const override { return OpKind::AllGather; }
   bool supports(const Comm&, const OpArgs&) const override { return true; }
+
+  double estimate(const CostContext& c, size_t bytes) const override {
+    if (c.nranks() <= 1) return std::numeric_limits<double>::infinity();
+    const double n = c.nranks(), blk = static_cast<double>(bytes);
+    double t = n * blk / (c.params().reduceGBs * 1e3), have = 1;
+    for (const Hop& h : c.figures<BruckSteps>().steps) {
+      const double m = std::min(have, n - have);
+      t += h.time(m * blk) + c.params().msgUs;
+      have += m;
+    }
+    return t;
+  }
 
   void run(Comm& comm, const OpArgs& a) const override {
     const int n = comm.nranks();
@@ -32,7 +59,7 @@ class RdAllGather final : public Algorithm {
       if (a.sendbuf != own) memcpy(own, a.sendbuf, blk);
       return;
     }
-    const patterns::RingLayout& lay = comm.costModel().locality();
+    const patterns::RingLayout& lay = comm.layouts().locality;
     const int me = lay.pos[comm.rank()];
     // tmp block j holds the block of locality position me + j.
     char* tmp = static_cast<char*>(comm.scratch(static_cast<size_t>(n) * blk, 3));

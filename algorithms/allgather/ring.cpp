@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/cost_figures.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "core/types.hpp"
 
@@ -16,6 +17,10 @@ class RingAllGather final : public Algorithm {
   const char* description() const override { return "pipelined ring, received into place"; }
   OpKind kind() const override { return OpKind::AllGather; }
   bool supports(const Comm&, const OpArgs&) const override { return true; }
+
+  double estimate(const CostContext& c, size_t bytes) const override {
+    return c.nranks() <= 1 ? 0 : ringStepsEstimate(c, c.figures<RingHops>().ring, static_cast<double>(bytes), false);
+  }
 
   void run(Comm& comm, const OpArgs& a) const override {
     const size_t es = typeSize(a.dtype);

@@ -9,23 +9,37 @@
 //
 // Bit-identical results: after the halving every element has been reduced by exactly one
 // rank; the doubling and the final fold only copy.
+#include <bit>
+#include <limits>
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/cost_figures.hpp"
 #include "algorithms/exec.hpp"
 #include "algorithms/group_ops.hpp"
 #include "algorithms/patterns/hd.hpp"
-#include "algorithms/patterns/layout.hpp"
+#include "topology/layout.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "core/comm.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
-#include "tuning/cost_model.hpp"
 
 namespace coll {
 namespace {
+
+// Its halving steps over the locality order (masks 1, 2, ...), and the fold.
+struct HalvingHops {
+  explicit HalvingHops(const CostContext& c) {
+    std::vector<int> masks;
+    for (int m = 1; m < static_cast<int>(std::bit_floor(static_cast<unsigned>(c.nranks()))); m <<= 1) masks.push_back(m);
+    steps = halvingHops(c, c.layouts().locality.order, masks, &fold, &folds);
+  }
+  std::vector<Hop> steps;
+  Hop fold;
+  bool folds = false;
+};
 
 class HdAllReduce final : public Algorithm {
  public:
@@ -33,6 +47,21 @@ class HdAllReduce final : public Algorithm {
   const char* description() const override { return "recursive halving-doubling (Rabenseifner)"; }
   OpKind kind() const override { return OpKind::AllReduce; }
   bool supports(const Comm&, const OpArgs&) const override { return true; }
+
+  double estimate(const CostContext& c, size_t bytes) const override {
+    if (c.nranks() <= 1) return std::numeric_limits<double>::infinity();
+    const HalvingHops& h = c.figures<HalvingHops>();
+    const double s = static_cast<double>(bytes), o = c.params().msgUs;
+    double t = h.folds ? 2 * (h.fold.time(s) + o) + c.reduceUs(s) : 0;
+    double b = s;
+    for (const Hop& step : h.steps) {
+      b /= 2;
+      // The halving step moves and reduces in pipeline chunks, the reduction of one
+      // overlapping the transfer of the next; its doubling twin moves the bytes in one message.
+      t += step.latUs + c.chunksOf(b) * o + c.params().overlap(step.wire(b), c.reduceUs(b)) + step.time(b) + o;
+    }
+    return t;
+  }
 
   void run(Comm& comm, const OpArgs& a) const override {
     const int n = comm.nranks();
@@ -43,7 +72,7 @@ class HdAllReduce final : public Algorithm {
       if (src != out) memcpy(out, src, bytes);
       return;
     }
-    const patterns::RingLayout& lay = comm.costModel().locality();
+    const patterns::RingLayout& lay = comm.layouts().locality;
     const int me = lay.pos[comm.rank()];
     const patterns::HdRole role = patterns::hdRole(n, me);
     char* tmp = static_cast<char*>(comm.scratch(bytes, 3));

@@ -14,19 +14,20 @@
 // Bit-identical results: every slice is summed once inside a host and once across hosts
 // by rings that compute each element at one rank and copy it; the leaders' recursive
 // doubling combines in the same operand order on both sides of every exchange.
+#include <limits>
 #include <algorithm>
 #include <cstring>
 #include <deque>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/hier_cost.hpp"
 #include "algorithms/group_ops.hpp"
-#include "algorithms/patterns/layout.hpp"
+#include "topology/layout.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "algorithms/ring_task.hpp"
 #include "core/comm.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
-#include "tuning/cost_model.hpp"
 
 namespace coll {
 
@@ -238,12 +239,17 @@ class HierAllReduce final : public Algorithm {
   OpKind kind() const override { return OpKind::AllReduce; }
   bool supports(const Comm& comm, const OpArgs&) const override { return comm.topology().nhosts() >= 2; }
 
+  double estimate(const CostContext& c, size_t bytes) const override {
+    if (c.nranks() <= 1) return std::numeric_limits<double>::infinity();
+    return c.figures<HierModel>().bestUs(bytes);
+  }
+
   void run(Comm& comm, const OpArgs& a) const override {
     // The layout and the variant's costs are the communicator's (built once with its
-    // cost model): rebuilding them per call showed in the small-message latency.
-    const CostModel& model = comm.costModel();
-    const HierModel& hm = model.hier();
-    const patterns::HierLayout& lay = hm.layout();
+    // cost context): rebuilding them per call showed in the small-message latency.
+    const CostContext& cost = comm.costContext();
+    const HierModel& hm = cost.figures<HierModel>();
+    const patterns::HierLayout& lay = comm.layouts().hier;
     const int host = comm.topology().hostOf(comm.rank());
     const std::vector<int>& row = lay.grid[host];
     const int local = static_cast<int>(std::find(row.begin(), row.end(), comm.rank()) - row.begin());
@@ -253,7 +259,7 @@ class HierAllReduce final : public Algorithm {
       runLeaders(comm, a, lay, host);
       return;
     }
-    HierRun(comm, a, lay, host, local, hierSegments(bytes, model.params())).run();
+    HierRun(comm, a, lay, host, local, hierSegments(bytes, cost.params())).run();
   }
 };
 

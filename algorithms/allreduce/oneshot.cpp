@@ -7,10 +7,12 @@
 //
 // Bit-identical results: every rank folds the same n buffers in rank order
 // (((x0 op x1) op x2) ...), so all of them compute the same value.
+#include <limits>
 #include <cstring>
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "cost/context.hpp"
 #include "algorithms/exec.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
@@ -18,6 +20,31 @@
 namespace coll {
 
 namespace {
+
+// All pairs at once. Each rank copies to its same-host peers one after the other; the
+// inter-host flows share the hosts' links.
+struct OneShotHops {
+  explicit OneShotHops(const CostContext& c) {
+    const int n = c.nranks();
+    const JobTopo& job = c.job();
+    std::vector<std::pair<int, int>> pairs, across;
+    for (int a = 0; n <= kOneShotMaxRanks && a < n; ++a) {
+      double perByte = 0;
+      for (int b = 0; b < n; ++b) {
+        if (a == b) continue;
+        pairs.push_back({a, b});
+        if (job.hostOf(a) != job.hostOf(b)) across.push_back({a, b});
+        else perByte += 1.0 / (std::max(1e-6, job.link(a, b).bwGBs) * 1e3);
+      }
+      localUsPerByte = std::max(localUsPerByte, perByte);
+    }
+    all = c.stage(pairs);
+    net = c.stage(across);
+  }
+  Hop all;                    // every rank to every other at once
+  Hop net;                    // the inter-host flows of that stage alone
+  double localUsPerByte = 0;  // one rank's copies to its same-host peers, per byte
+};
 
 class OneShotAllReduce final : public Algorithm {
  public:
@@ -27,6 +54,17 @@ class OneShotAllReduce final : public Algorithm {
   bool supports(const Comm& comm, const OpArgs& a) const override {
     return comm.nranks() <= kOneShotMaxRanks &&
            a.count * typeSize(a.dtype) * static_cast<size_t>(comm.nranks()) <= kOneShotMaxTotalBytes;
+  }
+
+  double estimate(const CostContext& c, size_t bytes) const override {
+    const double n = c.nranks(), s = static_cast<double>(bytes), o = c.params().msgUs;
+    if (c.nranks() <= 1 || c.nranks() > kOneShotMaxRanks || n * s > kOneShotMaxTotalBytes) return std::numeric_limits<double>::infinity();
+    const OneShotHops& h = c.figures<OneShotHops>();
+    // One stage: the n-1 messages are posted together, so a rank waits for its peers to
+    // be scheduled once (one msgUs), and each further message costs only its software
+    // part; then it folds the n buffers.
+    const double copy = c.params().overlap(h.localUsPerByte * s, h.net.wire(s));
+    return h.all.latUs + o + (n - 2) * (o - c.params().oversubUs) + copy + (n - 1) * c.reduceUs(s);
   }
 
   void run(Comm& comm, const OpArgs& a) const override {

@@ -4,9 +4,12 @@
 //
 // Bit-identical results: at every level both partners combine the same two partial
 // values in the same operand order (lower rank's value first), so they agree exactly.
+#include <bit>
+#include <limits>
 #include <cstring>
 
 #include "algorithms/algorithm.hpp"
+#include "cost/context.hpp"
 #include "algorithms/exec.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
@@ -14,12 +17,36 @@
 namespace coll {
 namespace {
 
+// Its rounds in rank order, as run() exchanges: the fold, log2(p2) rounds, the fold back.
+struct RdRounds {
+  explicit RdRounds(const CostContext& c) {
+    const int n = c.nranks(), p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
+    std::vector<std::pair<int, int>> fold;
+    for (int r = p2; r < n; ++r) fold.push_back({r, r - p2});
+    if (!fold.empty()) rounds.push_back(c.stage(fold));
+    for (int mask = 1; mask < p2; mask <<= 1) {
+      std::vector<std::pair<int, int>> round;
+      for (int r = 0; r < p2; ++r) round.push_back({r, r ^ mask});
+      rounds.push_back(c.stage(round));
+    }
+  }
+  std::vector<Hop> rounds;
+};
+
 class RdAllReduce final : public Algorithm {
  public:
   const char* name() const override { return "rd"; }
   const char* description() const override { return "recursive doubling (small buffers)"; }
   OpKind kind() const override { return OpKind::AllReduce; }
   bool supports(const Comm&, const OpArgs&) const override { return true; }
+
+  double estimate(const CostContext& c, size_t bytes) const override {
+    if (c.nranks() <= 1) return std::numeric_limits<double>::infinity();
+    const double s = static_cast<double>(bytes), o = c.params().msgUs;
+    double t = 0;
+    for (const Hop& h : c.figures<RdRounds>().rounds) t += h.time(s) + o + c.reduceUs(s);
+    return t;
+  }
 
   void run(Comm& comm, const OpArgs& a) const override {
     const int n = comm.nranks(), r = comm.rank();

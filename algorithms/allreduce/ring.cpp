@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/cost_figures.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "core/types.hpp"
 
@@ -17,6 +18,15 @@ class RingAllReduce final : public Algorithm {
   const char* description() const override { return "pipelined ring reduce-scatter + all-gather"; }
   OpKind kind() const override { return OpKind::AllReduce; }
   bool supports(const Comm&, const OpArgs&) const override { return true; }
+
+  double estimate(const CostContext& c, size_t bytes) const override {
+    if (c.nranks() <= 1) return 0;
+    const double n = c.nranks(), o = c.params().msgUs, blk = static_cast<double>(bytes) / n;
+    const Hop& h = c.figures<RingHops>().ring;
+    // Pipelined: the reduction of one chunk overlaps the transfer of the next.
+    return 2 * (n - 1) * (h.latUs + c.chunksOf(blk) * o) +
+           c.params().overlap(2 * (n - 1) * h.wire(blk), (n - 1) * c.reduceUs(blk));
+  }
 
   void run(Comm& comm, const OpArgs& a) const override {
     const size_t es = typeSize(a.dtype);

@@ -12,21 +12,51 @@
 //
 // Bit-identical results: each element is reduced once, at the root of its tree, and the
 // root's bits are copied down.
+#include <limits>
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
-#include "algorithms/patterns/layout.hpp"
+#include "cost/context.hpp"
+#include "topology/layout.hpp"
 #include "algorithms/patterns/tree.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "core/comm.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
-#include "tuning/cost_model.hpp"
 
 namespace coll {
 namespace {
+
+// The double binary tree over the locality order: both trees' edges at once, its depth,
+// and the messages per chunk at the busiest rank (a rank sends and receives two per tree
+// it is not the root of, one up and one down, and two per child).
+struct TreeHops {
+  explicit TreeHops(const CostContext& c) {
+    const int n = c.nranks();
+    const std::vector<int>& loc = c.layouts().locality.order;
+    std::vector<std::pair<int, int>> all;
+    for (int t = 0; t < 2; ++t)
+      for (int pos = 0; pos < n; ++pos) {
+        patterns::TreeNode node = patterns::dtreeNode(n, t, pos);
+        if (node.parent >= 0) all.push_back({loc[pos], loc[node.parent]});
+      }
+    edges = c.stage(all);
+    depth = patterns::treeDepth(n);
+    for (int pos = 0; pos < n; ++pos) {
+      int msgs = 0;
+      for (int t = 0; t < 2; ++t) {
+        const patterns::TreeNode node = patterns::dtreeNode(n, t, pos);
+        msgs += 2 * node.numChildren() + (node.parent >= 0 ? 2 : 0);
+      }
+      msgsPerChunk = std::max(msgsPerChunk, msgs);
+    }
+  }
+  Hop edges;
+  int depth = 0;
+  int msgsPerChunk = 0;
+};
 
 struct Msg {
   long tau;
@@ -60,7 +90,7 @@ class TreeRun {
     es_ = typeSize(a.dtype);
     ce_ = std::max<size_t>(1, pipelineChunkBytes(comm) / es_);
     depth_ = static_cast<size_t>(pipelineDepth(comm));
-    const patterns::RingLayout& lay = comm.costModel().locality();
+    const patterns::RingLayout& lay = comm.layouts().locality;
     const int me = lay.pos[comm.rank()];
     stageDepth_ = depth_ + patterns::treeHeightBound(n_);
     Blocks halves = Blocks::split(a.count, 2);
@@ -225,6 +255,21 @@ class TreeAllReduce final : public Algorithm {
   const char* description() const override { return "pipelined double binary tree"; }
   OpKind kind() const override { return OpKind::AllReduce; }
   bool supports(const Comm&, const OpArgs&) const override { return true; }
+
+  double estimate(const CostContext& c, size_t bytes) const override {
+    if (c.nranks() <= 1) return std::numeric_limits<double>::infinity();
+    const TreeHops& h = c.figures<TreeHops>();
+    const double o = c.params().msgUs;
+    // A message cost o covers one send and one receive, as on a ring step. The fill
+    // carries the first chunk of each half up the tree (per level a parent takes two
+    // children's chunks, reduces both and sends one on) and down (takes one, sends two);
+    // the other chunks follow one per period of the busiest rank.
+    const double half = static_cast<double>(bytes) / 2, ch = std::min<double>(c.params().chunkBytes, half);
+    const double up = h.edges.latUs + 1.5 * o + h.edges.wire(ch) + 2 * c.reduceUs(ch);
+    const double down = h.edges.latUs + 1.5 * o + 2 * h.edges.wire(ch);
+    const double period = c.params().overlap(4 * h.edges.wire(ch), 2 * c.reduceUs(ch)) + h.msgsPerChunk / 2.0 * o;
+    return h.depth * (up + down) + (c.chunksOf(half) - 1) * period;
+  }
 
   void run(Comm& comm, const OpArgs& a) const override {
     if (comm.nranks() == 1) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/cost_figures.hpp"
 #include "algorithms/exec.hpp"
 #include "core/types.hpp"
 
@@ -16,6 +17,10 @@ class PairwiseAllToAll final : public Algorithm {
   const char* description() const override { return "direct exchange with every peer at once"; }
   OpKind kind() const override { return OpKind::AllToAll; }
   bool supports(const Comm&, const OpArgs&) const override { return true; }
+
+  double estimate(const CostContext& c, size_t bytes) const override {
+    return c.nranks() <= 1 ? 0 : ringStepsEstimate(c, c.figures<RingHops>().rankRing, static_cast<double>(bytes), false);
+  }
 
   void run(Comm& comm, const OpArgs& a) const override {
     const int n = comm.nranks(), r = comm.rank();

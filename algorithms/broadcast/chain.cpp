@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
-#include "algorithms/patterns/layout.hpp"
+#include "algorithms/cost_figures.hpp"
+#include "topology/layout.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "core/types.hpp"
-#include "tuning/cost_model.hpp"
 
 namespace coll {
 namespace {
@@ -23,11 +23,15 @@ class ChainBroadcast final : public Algorithm {
   OpKind kind() const override { return OpKind::Broadcast; }
   bool supports(const Comm&, const OpArgs&) const override { return true; }
 
+  double estimate(const CostContext& c, size_t bytes) const override {
+    return c.nranks() <= 1 ? 0 : chainEstimate(c, static_cast<double>(bytes), false);
+  }
+
   void run(Comm& comm, const OpArgs& a) const override {
     const int n = comm.nranks();
     const size_t bytes = a.count * typeSize(a.dtype);
     char* out = static_cast<char*>(a.recvbuf);
-    const patterns::RingLayout& ring = comm.costModel().ring();
+    const patterns::RingLayout& ring = comm.layouts().ring;
     const int me = ring.pos[comm.rank()], pos = modRank(me - ring.pos[a.root], n);
     // Out of place, the root sends from its send buffer and copies that into its own
     // receive buffer chunk by chunk in between, while the next rank pulls.

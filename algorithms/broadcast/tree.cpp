@@ -2,17 +2,18 @@
 // log2(n), so the first chunk reaches every rank after log2(n) hops instead of the
 // chain's n - 1; each inner node forwards every chunk to two children, which halves its
 // link's throughput, so the chain stays better for large buffers.
+#include <limits>
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
-#include "algorithms/patterns/layout.hpp"
+#include "algorithms/cost_figures.hpp"
+#include "topology/layout.hpp"
 #include "algorithms/patterns/tree.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "core/comm.hpp"
 #include "core/types.hpp"
-#include "tuning/cost_model.hpp"
 
 namespace coll {
 namespace {
@@ -24,13 +25,17 @@ class TreeBroadcast final : public Algorithm {
   OpKind kind() const override { return OpKind::Broadcast; }
   bool supports(const Comm&, const OpArgs&) const override { return true; }
 
+  double estimate(const CostContext& c, size_t bytes) const override {
+    return c.nranks() <= 1 ? std::numeric_limits<double>::infinity() : rootedTreeEstimate(c, static_cast<double>(bytes), false);
+  }
+
   void run(Comm& comm, const OpArgs& a) const override {
     const int n = comm.nranks();
     const size_t bytes = a.count * typeSize(a.dtype);
     char* out = static_cast<char*>(a.recvbuf);
     if (comm.rank() == a.root && a.sendbuf != a.recvbuf) memcpy(out, a.sendbuf, bytes);
     if (n == 1) return;
-    const patterns::RingLayout& lay = comm.costModel().locality();
+    const patterns::RingLayout& lay = comm.layouts().locality;
     const patterns::TreeNode node = patterns::rootedTreeNode(n, lay.pos[a.root], lay.pos[comm.rank()]);
     const size_t chunk = pipelineChunkBytes(comm), depth = static_cast<size_t>(pipelineDepth(comm));
     const size_t nchunks = (bytes + chunk - 1) / chunk;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/cost_figures.hpp"
 #include "algorithms/exec.hpp"
 #include "core/types.hpp"
 
@@ -18,6 +19,10 @@ class DirectGather final : public Algorithm {
   const char* description() const override { return "every rank sends to the root at once"; }
   OpKind kind() const override { return OpKind::Gather; }
   bool supports(const Comm&, const OpArgs&) const override { return true; }
+
+  double estimate(const CostContext& c, size_t bytes) const override {
+    return c.nranks() <= 1 ? 0 : fanEstimate(c, static_cast<double>(bytes));
+  }
 
   void run(Comm& comm, const OpArgs& a) const override {
     const int n = comm.nranks(), r = comm.rank();

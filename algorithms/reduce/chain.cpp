@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
-#include "algorithms/patterns/layout.hpp"
+#include "algorithms/cost_figures.hpp"
+#include "topology/layout.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
-#include "tuning/cost_model.hpp"
 
 namespace coll {
 namespace {
@@ -23,6 +23,10 @@ class ChainReduce final : public Algorithm {
   OpKind kind() const override { return OpKind::Reduce; }
   bool supports(const Comm&, const OpArgs&) const override { return true; }
 
+  double estimate(const CostContext& c, size_t bytes) const override {
+    return c.nranks() <= 1 ? 0 : chainEstimate(c, static_cast<double>(bytes), true);
+  }
+
   void run(Comm& comm, const OpArgs& a) const override {
     const int n = comm.nranks();
     const size_t es = typeSize(a.dtype);
@@ -31,7 +35,7 @@ class ChainReduce final : public Algorithm {
       if (a.sendbuf != a.recvbuf) memcpy(a.recvbuf, a.sendbuf, a.count * es);
       return;
     }
-    const patterns::RingLayout& ring = comm.costModel().ring();
+    const patterns::RingLayout& ring = comm.layouts().ring;
     const int me = ring.pos[comm.rank()];
     const int pos = modRank(me - ring.pos[a.root] - 1, n);  // 0 starts the chain, n-1 is the root
     const bool first = pos == 0, isRoot = pos == n - 1;

@@ -1,18 +1,19 @@
 // Pipelined binary-tree reduce over the locality order, toward the root: log2(n) hops of
 // latency instead of the chain's n - 1. Each inner node combines its own chunk with its
 // children's in a fixed order (own, child 0, child 1) and passes the partial result up.
+#include <limits>
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
-#include "algorithms/patterns/layout.hpp"
+#include "algorithms/cost_figures.hpp"
+#include "topology/layout.hpp"
 #include "algorithms/patterns/tree.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "core/comm.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
-#include "tuning/cost_model.hpp"
 
 namespace coll {
 namespace {
@@ -24,6 +25,10 @@ class TreeReduce final : public Algorithm {
   OpKind kind() const override { return OpKind::Reduce; }
   bool supports(const Comm&, const OpArgs&) const override { return true; }
 
+  double estimate(const CostContext& c, size_t bytes) const override {
+    return c.nranks() <= 1 ? std::numeric_limits<double>::infinity() : rootedTreeEstimate(c, static_cast<double>(bytes), true);
+  }
+
   void run(Comm& comm, const OpArgs& a) const override {
     const int n = comm.nranks();
     const size_t es = typeSize(a.dtype);
@@ -32,7 +37,7 @@ class TreeReduce final : public Algorithm {
       if (a.sendbuf != a.recvbuf) memcpy(a.recvbuf, a.sendbuf, a.count * es);
       return;
     }
-    const patterns::RingLayout& lay = comm.costModel().locality();
+    const patterns::RingLayout& lay = comm.layouts().locality;
     const patterns::TreeNode node = patterns::rootedTreeNode(n, lay.pos[a.root], lay.pos[comm.rank()]);
     const bool isRoot = node.parent < 0;
     const int kids = node.numChildren();

@@ -6,10 +6,13 @@
 // Masks run from p2/2 down to 1 over virtual ranks, so the blocks a virtual rank keeps
 // stay contiguous and end up being its own ranks' blocks. Each block is reduced by
 // exactly one rank per step, so the result does not depend on timing.
+#include <bit>
+#include <limits>
 #include <cstring>
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/cost_figures.hpp"
 #include "algorithms/exec.hpp"
 #include "algorithms/group_ops.hpp"
 #include "algorithms/patterns/hd.hpp"
@@ -20,12 +23,37 @@
 namespace coll {
 namespace {
 
+// Its halving steps over rank order (masks p2/2 ... 1), and the fold.
+struct RankHalvingHops {
+  explicit RankHalvingHops(const CostContext& c) {
+    std::vector<int> masks;
+    for (int m = static_cast<int>(std::bit_floor(static_cast<unsigned>(c.nranks()))) / 2; m >= 1; m >>= 1) masks.push_back(m);
+    steps = halvingHops(c, patterns::identityLayout(c.nranks()).order, masks, &fold, &folds);
+  }
+  std::vector<Hop> steps;
+  Hop fold;
+  bool folds = false;
+};
+
 class HdReduceScatter final : public Algorithm {
  public:
   const char* name() const override { return "hd"; }
   const char* description() const override { return "recursive halving (any n: neighbours fold first)"; }
   OpKind kind() const override { return OpKind::ReduceScatter; }
   bool supports(const Comm&, const OpArgs&) const override { return true; }
+
+  double estimate(const CostContext& c, size_t bytes) const override {
+    if (c.nranks() <= 1) return std::numeric_limits<double>::infinity();
+    const RankHalvingHops& h = c.figures<RankHalvingHops>();
+    const double blk = static_cast<double>(bytes), total = c.nranks() * blk, o = c.params().msgUs;
+    double t = h.folds ? h.fold.time(total) + o + c.reduceUs(total) + h.fold.time(blk) + o : 0;
+    double b = total;
+    for (const Hop& step : h.steps) {
+      b /= 2;
+      t += step.time(b) + o + c.reduceUs(b);
+    }
+    return t;
+  }
 
   void run(Comm& comm, const OpArgs& a) const override {
     const int n = comm.nranks(), r = comm.rank();

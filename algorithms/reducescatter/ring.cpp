@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/cost_figures.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "core/types.hpp"
 
@@ -15,6 +16,10 @@ class RingReduceScatter final : public Algorithm {
   const char* description() const override { return "pipelined ring, partial sums in scratch"; }
   OpKind kind() const override { return OpKind::ReduceScatter; }
   bool supports(const Comm&, const OpArgs&) const override { return true; }
+
+  double estimate(const CostContext& c, size_t bytes) const override {
+    return c.nranks() <= 1 ? 0 : ringStepsEstimate(c, c.figures<RingHops>().ring, static_cast<double>(bytes), true);
+  }
 
   void run(Comm& comm, const OpArgs& a) const override {
     const size_t es = typeSize(a.dtype);

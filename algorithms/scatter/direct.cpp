@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/cost_figures.hpp"
 #include "algorithms/exec.hpp"
 #include "core/types.hpp"
 
@@ -17,6 +18,10 @@ class DirectScatter final : public Algorithm {
   const char* description() const override { return "the root sends to every rank at once"; }
   OpKind kind() const override { return OpKind::Scatter; }
   bool supports(const Comm&, const OpArgs&) const override { return true; }
+
+  double estimate(const CostContext& c, size_t bytes) const override {
+    return c.nranks() <= 1 ? 0 : fanEstimate(c, static_cast<double>(bytes));
+  }
 
   void run(Comm& comm, const OpArgs& a) const override {
     const int n = comm.nranks(), r = comm.rank();

@@ -7,15 +7,16 @@
 // A node holds its subtree in virtual-rank order (scratch); the root sends a subtree
 // straight from the input when its ranks are consecutive there, else from scratch, where
 // it first puts those blocks in virtual-rank order.
+#include <limits>
 #include <cstring>
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
+#include "algorithms/cost_figures.hpp"
 #include "algorithms/exec.hpp"
 #include "algorithms/patterns/binomial.hpp"
-#include "algorithms/patterns/layout.hpp"
+#include "topology/layout.hpp"
 #include "core/types.hpp"
-#include "tuning/cost_model.hpp"
 
 namespace coll {
 namespace {
@@ -27,6 +28,10 @@ class TreeScatter final : public Algorithm {
   OpKind kind() const override { return OpKind::Scatter; }
   bool supports(const Comm&, const OpArgs&) const override { return true; }
 
+  double estimate(const CostContext& c, size_t bytes) const override {
+    return c.nranks() <= 1 ? std::numeric_limits<double>::infinity() : binomialEstimate(c, static_cast<double>(bytes));
+  }
+
   void run(Comm& comm, const OpArgs& a) const override {
     const int n = comm.nranks(), r = comm.rank();
     const size_t block = a.count * typeSize(a.dtype);
@@ -36,7 +41,7 @@ class TreeScatter final : public Algorithm {
       if (in != mine) memcpy(mine, in, block);
       return;
     }
-    const patterns::RingLayout& lay = comm.costModel().locality();
+    const patterns::RingLayout& lay = comm.layouts().locality;
     const int rootPos = lay.pos[a.root];
     auto rankOf = [&](int v) { return lay.order[(rootPos + v) % n]; };
     const int v = modRank(lay.pos[r] - rootPos, n);

@@ -67,6 +67,9 @@ void printBannerOnce(const Comm& comm, const std::string& transports) {
 
 }  // namespace
 
+const CostContext& Comm::costContext() const { return selector_->model(*this).context(); }
+const patterns::JobLayouts& Comm::layouts() const { return selector_->model(*this).layouts(); }
+
 std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks, const std::atomic<bool>* cancel) {
   std::unique_ptr<Comm> c(new Comm());
   LogRankScope logScope(rank);

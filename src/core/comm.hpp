@@ -20,12 +20,14 @@
 #include "core/config.hpp"
 #include "core/op.hpp"
 #include "topology/job.hpp"
+#include "topology/layout.hpp"
 #include "topology/netdev.hpp"
 #include "transport/transport.hpp"
 #include "tuning/select.hpp"
 
 namespace coll {
 
+class CostContext;
 class Error;
 class Request;
 
@@ -54,9 +56,11 @@ class Comm {
   const std::vector<PeerInfo>& peers() const { return boot_->peers(); }
   // Hosts, local ranks, leaders, path classes and ring order of this communicator.
   const JobTopo& topology() const { return topo_; }
-  // The cost model the selector prices algorithms with, for algorithms that look up
-  // per-communicator figures of their own (built on first use).
-  const CostModel& costModel() const { return selector_->model(*this); }
+  // The cost context the selector prices algorithms with, for algorithms that look up
+  // per-communicator figures of their own, and the layouts (ring, locality and host
+  // grid) the topology-aware algorithms follow; built on first use.
+  const CostContext& costContext() const;
+  const patterns::JobLayouts& layouts() const;
   // The interface this rank's inter-host traffic leaves through (empty on a single host).
   const LocalNet& localNet() const { return localNet_; }
   // The topology's ring order (ranks of a host together, NUMA/PCI/NIC locality; the

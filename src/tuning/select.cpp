@@ -135,7 +135,7 @@ std::vector<Candidate> Selector::candidates(const Comm& comm, const OpArgs& args
   const size_t bytes = modelBytes(args);
   std::vector<Candidate> out;
   for (const Algorithm* a : algorithmTable())
-    if (a->kind() == args.kind && a->supports(comm, args)) out.push_back({a, m.estimate(args.kind, a->name(), bytes)});
+    if (a->kind() == args.kind && a->supports(comm, args)) out.push_back({a, a->estimate(m.context(), bytes)});
   return out;
 }
 

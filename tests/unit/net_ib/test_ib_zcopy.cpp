@@ -166,7 +166,9 @@ TEST_F(IbZcopy, ReceivesPostedOneAtATimeBehindManySends) {
   }
   auto pollSends = [&] {
     for (int i = 0; i < kMsgs; ++i)
-      if (!sent[i]) ASSERT_EQ(b.p->test(sreq[i], &sent[i], nullptr, nullptr), 0) << b.error();
+      if (!sent[i]) {
+        ASSERT_EQ(b.p->test(sreq[i], &sent[i], nullptr, nullptr), 0) << b.error();
+      }
   };
   for (int i = 0; i < kMsgs; ++i) {
     void* r = nullptr;

@@ -95,7 +95,8 @@ TEST(CostModel, LargeAllReduceAcrossHostsIsHierarchical) {
   EXPECT_GT(hier, wire);
   EXPECT_LT(hier, 1.1 * wire);
   EXPECT_GT(ring / hier, 1.4);
-  HierModel hm(job, CostParams{});
+  const CostModel model(job, CostParams{});
+  const HierModel& hm = model.hier();
   EXPECT_FALSE(hm.useLeaders(s));
   EXPECT_TRUE(hm.useLeaders(8));
 }
@@ -183,7 +184,8 @@ TEST(CostModel, ARootedTreeIsPricedAlongItsSlowestPath) {
 
 TEST(CostModel, UnevenHostsOnlyHaveTheLeaderVariant) {
   JobTopo job = makeJob({"A", "A", "B", "C", "C"});
-  HierModel hm(job, CostParams{});
+  const CostModel model(job, CostParams{});
+  const HierModel& hm = model.hier();
   EXPECT_TRUE(hm.usable());
   EXPECT_FALSE(hm.uniform());
   EXPECT_EQ(hm.ringsUs(1 << 20), INFINITY);
@@ -227,13 +229,13 @@ TEST(CostModel, HierVariantFromConfig) {
   cfg.set("COLL_HIER_VARIANT", "rings");
   CostParams rings = CostParams::fromConfig(cfg, 512 << 10);
   EXPECT_EQ(rings.hierVariant, CostParams::HierVariant::Rings);
-  EXPECT_FALSE(HierModel(job, rings).useLeaders(8));
-  EXPECT_DOUBLE_EQ(HierModel(job, rings).bestUs(8), HierModel(job, rings).ringsUs(8));
+  EXPECT_FALSE(CostModel(job, rings).hier().useLeaders(8));
+  EXPECT_DOUBLE_EQ(CostModel(job, rings).hier().bestUs(8), CostModel(job, rings).hier().ringsUs(8));
   cfg.set("COLL_HIER_VARIANT", "leaders");
   CostParams leaders = CostParams::fromConfig(cfg, 512 << 10);
-  EXPECT_TRUE(HierModel(job, leaders).useLeaders(64 << 20));
+  EXPECT_TRUE(CostModel(job, leaders).hier().useLeaders(64 << 20));
   // Uneven hosts have only the leader variant, whatever is asked.
-  EXPECT_TRUE(HierModel(makeJob({"A", "A", "B"}), rings).useLeaders(64 << 20));
+  EXPECT_TRUE(CostModel(makeJob({"A", "A", "B"}), rings).hier().useLeaders(64 << 20));
   cfg.set("COLL_HIER_VARIANT", "ring");
   try {
     CostParams::fromConfig(cfg, 512 << 10);
@@ -249,8 +251,8 @@ TEST(CostModel, HierVariantFromConfig) {
 TEST(CostModel, HierLayoutIsTheJobsGrid) {
   // Hosts interleaved in rank order: the grid follows the hosts, leaders one per host.
   JobTopo job = makeJob({"A", "B", "A", "B"});
-  const HierModel hm(job, CostParams{});
-  const patterns::HierLayout& lay = hm.layout();
+  const CostModel model(job, CostParams{});
+  const patterns::HierLayout& lay = model.layouts().hier;
   ASSERT_EQ(lay.nhosts(), 2);
   EXPECT_EQ(lay.grid[job.hostOf(0)], (std::vector<int>{0, 2}));
   EXPECT_EQ(lay.grid[job.hostOf(1)], (std::vector<int>{1, 3}));
@@ -357,8 +359,8 @@ TEST(CostModel, RanksThatSleepThroughTheLeadersExchangeCostAWake) {
   CostParams p = CostParams::forJob(cfg, 512 << 10, far), quiet = p;
   quiet.wakeUs = 0;
   EXPECT_DOUBLE_EQ(p.wakeUs, 50);
-  EXPECT_NEAR(HierModel(far, p).leadersUs(8) - HierModel(far, quiet).leadersUs(8), 50, 1e-6);
-  EXPECT_DOUBLE_EQ(HierModel(near, p).leadersUs(8), HierModel(near, quiet).leadersUs(8));
+  EXPECT_NEAR(CostModel(far, p).hier().leadersUs(8) - CostModel(far, quiet).hier().leadersUs(8), 50, 1e-6);
+  EXPECT_DOUBLE_EQ(CostModel(near, p).hier().leadersUs(8), CostModel(near, quiet).hier().leadersUs(8));
   EXPECT_EQ(best(CostModel(far, p), OpKind::AllReduce, 8, allReduceAlgos()), "rd");
   EXPECT_EQ(best(CostModel(near, p), OpKind::AllReduce, 8, allReduceAlgos()), "hier");
   EXPECT_EQ(best(CostModel(far, quiet), OpKind::AllReduce, 8, allReduceAlgos()), "hier");

@@ -10,7 +10,7 @@
 #include "algorithms/exec.hpp"
 #include "algorithms/patterns/binomial.hpp"
 #include "algorithms/patterns/hd.hpp"
-#include "algorithms/patterns/layout.hpp"
+#include "topology/layout.hpp"
 #include "algorithms/patterns/tree.hpp"
 #include "core/error.hpp"
 

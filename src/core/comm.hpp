@@ -61,8 +61,6 @@ class Comm {
   // grid) the topology-aware algorithms follow; built on first use.
   const CostContext& costContext() const;
   const patterns::JobLayouts& layouts() const;
-  // The interface this rank's inter-host traffic leaves through (empty on a single host).
-  const LocalNet& localNet() const { return localNet_; }
   // The topology's ring order (ranks of a host together, NUMA/PCI/NIC locality; the
   // same on every rank) for flat rings, or null when it is plain rank order.
   const int* ringOrder() const { return ringOrder_.empty() ? nullptr : ringOrder_.data(); }

@@ -23,7 +23,6 @@ class Rng {
   }
   float uniform() { return static_cast<float>(next() >> 8) * (1.0f / 16777216.0f); }  // [0,1)
   uint32_t state() const { return s_; }
-  void setState(uint32_t s) { s_ = s | 1u; }
 
  private:
   uint32_t s_;

@@ -271,6 +271,10 @@ TEST(CppApi, PointToPointAndNonblocking) {
     }
     comm.iscatter(atZero, std::span(one), 0).wait();
     EXPECT_EQ(one[0], mine);
+    // ibroadcast is in place: every rank ends with the root's values.
+    std::vector<int16_t> fromTwo(5, static_cast<int16_t>(r == 2 ? 40 + r : -1));
+    comm.ibroadcast(std::span(fromTwo), 2).wait();
+    EXPECT_EQ(fromTwo, std::vector<int16_t>(5, 42));
     comm.ibarrier().wait();
   });
 }

@@ -28,6 +28,9 @@ class Algorithm {
   virtual double estimate(const CostContext& cost, size_t bytes) const = 0;
   // Runs the operation to completion in the calling thread. Throws coll::Error.
   virtual void run(Comm& comm, const OpArgs& args) const = 0;
+  // A device algorithm (algorithms/device): it runs device-buffer calls as jobs of the
+  // communicator's stream executor, and no host-buffer call (supports() is false there).
+  virtual bool onDevice() const { return false; }
 };
 
 // The one-shot all-reduce takes buffers while nranks x bytes stays within this: beyond,

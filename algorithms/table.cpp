@@ -1,4 +1,5 @@
 #include "algorithms/algorithm.hpp"
+#include "coll_config.h"
 
 namespace coll {
 
@@ -23,6 +24,13 @@ const Algorithm& directGather();
 const Algorithm& treeGather();
 const Algorithm& directScatter();
 const Algorithm& treeScatter();
+#if COLL_HAVE_CUDA
+const Algorithm& ipcAllReduce();
+const Algorithm& ipcReduce();
+const Algorithm& ipcReduceScatter();
+const Algorithm& ipcAllGather();
+const Algorithm& ipcBroadcast();
+#endif
 
 const std::vector<const Algorithm*>& algorithmTable() {
   static const std::vector<const Algorithm*> table = {
@@ -30,6 +38,11 @@ const std::vector<const Algorithm*>& algorithmTable() {
       &chainBroadcast(),    &treeBroadcast(),    &chainReduce(),     &treeReduce(),    &ringAllGather(),
       &rdAllGather(),       &hierAllGather(),     &ringReduceScatter(), &hdReduceScatter(), &hierReduceScatter(),
       &pairwiseAllToAll(),  &directGather(),      &treeGather(),        &directScatter(),     &treeScatter(),
+#if COLL_HAVE_CUDA
+      // Device algorithms last: the tuner probe and the ranks' comparison of it index
+      // the host ones.
+      &ipcAllReduce(),      &ipcReduce(),         &ipcReduceScatter(),  &ipcAllGather(),      &ipcBroadcast(),
+#endif
   };
   return table;
 }

@@ -60,6 +60,9 @@ class Comm {
   // per-communicator figures of their own, and the layouts (ring, locality and host
   // grid) the topology-aware algorithms follow; built on first use.
   const CostContext& costContext() const;
+  // The device algorithm for a device-buffer call of `kind`, or null for host staging
+  // (Selector::deviceAlgorithm).
+  const Algorithm* deviceAlgorithm(OpKind kind) const { return selector_->deviceAlgorithm(kind); }
   const patterns::JobLayouts& layouts() const;
   // The topology's ring order (ranks of a host together, NUMA/PCI/NIC locality; the
   // same on every rank) for flat rings, or null when it is plain rank order.

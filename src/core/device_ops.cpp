@@ -27,15 +27,17 @@ cuda::JobDone finishes(const std::shared_ptr<Request>& req) {
   return [req](collResult_t code, const std::string& msg) { req->finish(code, msg); };
 }
 
-// Device buffers among the ranks of one host go device to device over CUDA IPC; the rest
-// is staged through pinned host memory. Both paths start a served collective with the
-// same header exchange (ipc_engine.hpp), so the ranks agree on the path per op.
+// Device buffers among the ranks of one host go device to device over CUDA IPC where
+// selection picks the device algorithm (algorithms/device; COLL_ALGO may force the
+// host-staged path); the rest is staged through pinned host memory. Both paths start a
+// served collective with the same header exchange (ipc_engine.hpp), so the ranks agree on
+// the path per op.
 void enqueueSpec(collComm& c, const OpArgs& op, const cuda::StreamOpSpec& spec, void* stream,
                  cuda::JobDone done) {
   Comm* impl = c.impl.get();
   cuda::IpcEngine* ipc = nullptr;
   cuda::StreamExecutor& exec = streamsOf(c, &ipc);
-  if (ipc && ipc->wants(op, spec)) {
+  if (ipc && impl->deviceAlgorithm(op.kind) && ipc->wants(op, spec)) {
     ipc->prepare(spec.device);
     exec.enqueueDevice(stream, spec.device,
                        [ipc, op, spec](const cuda::DeviceWork& w) { ipc->run(op, spec, w); }, std::move(done));

@@ -13,7 +13,7 @@
 #include "core/error.hpp"
 #if COLL_HAVE_CUDA
 #include "cuda/stream_ops.hpp"
-#include "transport/cuda_ipc/ipc_engine.hpp"
+#include "algorithms/device/ipc_engine.hpp"
 #endif
 
 struct collComm {

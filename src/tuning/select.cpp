@@ -112,6 +112,14 @@ Selector::Selector(const Config& cfg) : forced_(parseForcedAlgorithms(cfg.getStr
 
 Selector::~Selector() = default;
 
+const Algorithm* Selector::deviceAlgorithm(OpKind kind) const {
+  auto f = forced_.find(kind);
+  if (f != forced_.end()) return f->second->onDevice() ? f->second : nullptr;
+  for (const Algorithm* a : algorithmTable())
+    if (a->kind() == kind && a->onDevice()) return a;
+  return nullptr;
+}
+
 const CostModel& Selector::model(const Comm& comm) const {
   std::call_once(modelOnce_, [&] {
     const JobTopo& job = comm.topology();

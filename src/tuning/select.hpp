@@ -35,6 +35,11 @@ class Selector {
   explicit Selector(const Config& cfg);
   ~Selector();
   const Algorithm& select(const Comm& comm, const OpArgs& args) const;
+  // For a call on device buffers: the device algorithm of its collective (the first in
+  // the table), or null for the host-staged path, which runs the host algorithms on
+  // copies in host memory. COLL_ALGO forcing a host algorithm of the collective picks
+  // the host-staged path; forcing a device algorithm picks it.
+  const Algorithm* deviceAlgorithm(OpKind kind) const;
   // Every algorithm that supports the call, in table order, with the model's estimate.
   std::vector<Candidate> candidates(const Comm& comm, const OpArgs& args) const;
   // The communicator's cost model, built on first use (the communicator's topology does

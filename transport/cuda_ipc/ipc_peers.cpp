@@ -12,7 +12,7 @@
 #include "core/log.hpp"
 #include "cuda/runtime.hpp"
 #include "transport/cuda_ipc/ipc_host.hpp"
-#include "transport/cuda_ipc/ipc_plan.hpp"
+#include "transport/cuda_ipc/ipc_records.hpp"
 
 namespace coll::cuda {
 

@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "transport/cuda_ipc/ipc_plan.hpp"
+#include "algorithms/device/ipc_plan.hpp"
+#include "transport/cuda_ipc/ipc_records.hpp"
 
 using namespace coll::cuda;
 using coll::OpKind;

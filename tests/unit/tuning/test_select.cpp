@@ -127,7 +127,11 @@ TEST(Select, AlgoSpellingsAgreeByWhatTheyForce) {
 TEST(Select, BadForcingIsAnError) {
   // The message names what was wrong and what would have been right.
   const std::pair<const char*, const char*> cases[] = {
+#if COLL_HAVE_CUDA
+      {"allreduce:nope", "allreduce has no algorithm named 'nope' (it has ring, rd, oneshot, hd, tree, hier, ipc)"},
+#else
       {"allreduce:nope", "allreduce has no algorithm named 'nope' (it has ring, rd, oneshot, hd, tree, hier)"},
+#endif
       {"nope", "no collective has an algorithm named 'nope' (names: ring, rd, oneshot, hd, tree, hier, chain,"},
       {"everything:ring", "unknown collective 'everything' (allreduce, broadcast,"},
       {"barrier:ring", "barrier has no algorithm named 'ring' (it has none)"}};
@@ -140,6 +144,44 @@ TEST(Select, BadForcingIsAnError) {
     const std::string text = collGetLastError(nullptr);
     EXPECT_NE(text.find(std::string("COLL_ALGO: ") + why), std::string::npos) << text;
   }
+}
+
+// Device-buffer calls: the device algorithm of the collective unless COLL_ALGO forces a
+// host one (then the host-staged path); host-buffer calls never get a device algorithm.
+TEST(Select, DeviceAlgorithmsAreChosenAndForcedLikeTheOthers) {
+  auto deviceName = [](const char* algo, coll::OpKind kind) {
+    coll::Config cfg = coll::Config::fromEnv();
+    cfg.set("COLL_ALGO", algo);
+    const coll::Algorithm* a = coll::Selector(cfg).deviceAlgorithm(kind);
+    return std::string(a ? a->name() : "staged");
+  };
+#if COLL_HAVE_CUDA
+  for (coll::OpKind k : {coll::OpKind::AllReduce, coll::OpKind::Reduce, coll::OpKind::ReduceScatter,
+                         coll::OpKind::AllGather, coll::OpKind::Broadcast}) {
+    EXPECT_EQ(deviceName("", k), "ipc") << coll::opKindName(k);
+    EXPECT_EQ(deviceName("ipc", k), "ipc") << coll::opKindName(k);
+  }
+  EXPECT_EQ(deviceName("allreduce:ring", coll::OpKind::AllReduce), "staged");
+  EXPECT_EQ(deviceName("allreduce:ring", coll::OpKind::Broadcast), "ipc");
+  EXPECT_EQ(deviceName("ring", coll::OpKind::AllGather), "staged");
+  EXPECT_EQ(deviceName("ring", coll::OpKind::Broadcast), "ipc");  // broadcast has no ring
+  EXPECT_EQ(deviceName("allreduce:ring,allreduce:ipc", coll::OpKind::AllReduce), "ipc");
+  // Forced for host buffers, a device algorithm cannot run the call: the model picks.
+  ScopedEnv algo("COLL_ALGO", "allreduce:ipc");
+  Job job(2);
+  ASSERT_TRUE(job.ok());
+  const coll::Comm& comm = *coll::liveComm(job.comm(0)).impl;
+  coll::Selector sel(comm.config());
+  coll::OpArgs args;
+  args.count = 16;
+  testing::internal::CaptureStderr();
+  EXPECT_FALSE(sel.select(comm, args).onDevice());
+  testing::internal::GetCapturedStderr();
+#else
+  EXPECT_EQ(deviceName("", coll::OpKind::AllReduce), "staged");
+#endif
+  EXPECT_EQ(deviceName("", coll::OpKind::AllToAll), "staged");
+  EXPECT_EQ(deviceName("", coll::OpKind::Send), "staged");
 }
 
 TEST(Select, TablePluginOverridesTheModel) {

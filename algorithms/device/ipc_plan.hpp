@@ -1,7 +1,8 @@
-// Pure logic of the CUDA IPC path (no CUDA header, unit-tested without a GPU): when a
-// device-buffer collective may run over CUDA IPC, how an op is cut into steps that fit
-// each rank's device scratch, which slice of a step each rank reduces, and the records
-// the ranks exchange through the host collectives (per-op header, scratch handle).
+// Pure logic of the CUDA IPC collectives (no CUDA header, unit-tested without a GPU): when
+// a device-buffer collective may run over CUDA IPC, how an op is cut into steps that fit
+// each rank's device scratch, which slice of a step each rank reduces, and the per-op
+// header the ranks exchange through the host collectives. The mapping of the peers'
+// scratch is the transport's (transport/cuda_ipc).
 //
 // The path: every rank of the communicator is on one host and owns a device scratch
 // buffer whose IPC handle the others have opened. A step copies this rank's input into
@@ -69,10 +70,9 @@ struct IpcPlan {
 // Throws collInvalidArgument when not even one element per step fits in scratchBytes.
 IpcPlan planIpc(OpKind kind, size_t count, size_t elemSize, int nranks, size_t scratchBytes);
 
-// ---- records exchanged through host all-gathers (raw bytes, fixed layout)
+// ---- the per-op header, exchanged through a host all-gather (raw bytes, fixed layout)
 
 constexpr uint32_t kIpcHeaderMagic = 0x48504943u;  // "CIPH"
-constexpr uint32_t kIpcRecordMagic = 0x52504943u;  // "CIPR"
 constexpr uint32_t kIpcVersion = 1;
 
 // Sent at the start of every IPC-eligible collective, on the IPC path and on the host
@@ -96,33 +96,5 @@ IpcOpHeader makeHeader(const OpArgs& op, int rank, bool ipc);
 // the field and both values; collRemoteError for a malformed header) and returns
 // whether every rank can use IPC.
 bool agreeHeaders(const std::vector<IpcOpHeader>& all, const OpArgs& op);
-
-constexpr size_t kIpcHandleBytes = 64;  // CUDA_IPC_HANDLE_SIZE
-constexpr size_t kIpcErrorBytes = 120;
-
-// One rank's scratch, for the others to open.
-struct IpcScratchRecord {
-  uint32_t magic = kIpcRecordMagic;
-  uint32_t version = kIpcVersion;
-  int32_t rank = -1;
-  int32_t pid = 0;
-  int32_t device = -1;
-  int32_t ok = 0;              // 0: allocation or export failed, error says why
-  uint64_t process = 0;        // random per process: equal means one address space (pids
-                               // alone can repeat across PID namespaces)
-  uint64_t bytes = 0;
-  uint64_t address = 0;        // for ranks of the same process (threads): no handle needed
-  uint8_t handle[kIpcHandleBytes] = {};
-  char error[kIpcErrorBytes] = {};  // NUL-terminated
-};
-static_assert(sizeof(IpcScratchRecord) == 232, "exchanged as raw bytes");
-
-void setRecordError(IpcScratchRecord& r, const std::string& what);
-// Throws collRemoteError naming the rank and the field for a malformed record.
-void validateRecord(const IpcScratchRecord& r, int expectRank);
-// "" when every record is ok; otherwise the first failing rank and its message.
-std::string firstRecordFailure(const std::vector<IpcScratchRecord>& all);
-// The scratch every rank can use: the smallest one offered.
-size_t agreedScratchBytes(const std::vector<IpcScratchRecord>& all);
 
 }  // namespace coll::cuda

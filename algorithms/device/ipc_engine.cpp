@@ -1,4 +1,4 @@
-#include "transport/cuda_ipc/ipc_engine.hpp"
+#include "algorithms/device/ipc_engine.hpp"
 
 #include <cuda_runtime.h>
 
@@ -8,10 +8,10 @@
 #include "core/config.hpp"
 #include "core/log.hpp"
 #include "cuda/runtime.hpp"
-#include "transport/cuda_ipc/ipc_collectives.hpp"
+#include "algorithms/device/ipc_collectives.hpp"
 #include "transport/cuda_ipc/ipc_host.hpp"
 #include "transport/cuda_ipc/ipc_peers.hpp"
-#include "transport/cuda_ipc/ipc_plan.hpp"
+#include "algorithms/device/ipc_plan.hpp"
 
 namespace coll::cuda {
 

@@ -22,7 +22,7 @@
 //
 // Every element of a result is computed by exactly one rank, in a fixed rank order, and
 // the others copy those bits: all ranks get identical results.
-#include "transport/cuda_ipc/ipc_collectives.hpp"
+#include "algorithms/device/ipc_collectives.hpp"
 
 #include <cuda_runtime.h>
 
@@ -35,7 +35,7 @@
 #include "cuda/runtime.hpp"
 #include "transport/cuda_ipc/ipc_host.hpp"
 #include "transport/cuda_ipc/ipc_peers.hpp"
-#include "transport/cuda_ipc/ipc_plan.hpp"
+#include "algorithms/device/ipc_plan.hpp"
 
 namespace coll::cuda {
 namespace {

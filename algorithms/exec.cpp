@@ -20,14 +20,14 @@ void Progress::touch(int peer) {
 
 void Progress::send(int peer, const void* buf, size_t bytes, Xfer* x, void* mirror, bool coldMirror) {
   *x = Xfer{};
-  x->mirror = mirror;
-  x->cold = mirror && coldMirror;
+  x->hints.mirror = mirror;
+  x->hints.cold = mirror && coldMirror;
   postSend(peer, buf, bytes, x);
 }
 
 void Progress::sendToReduction(int peer, const void* buf, size_t bytes, Xfer* x) {
   *x = Xfer{};
-  x->intoReduction = true;
+  x->hints.intoReduction = true;
   postSend(peer, buf, bytes, x);
 }
 
@@ -46,8 +46,8 @@ void Progress::recv(int peer, void* buf, size_t bytes, Xfer* x, bool assist, boo
   *x = Xfer{};
   x->buf = buf;
   x->bytes = bytes;
-  x->assist = assist;
-  x->cold = cold;
+  x->hints.assist = assist;
+  x->hints.cold = cold;
   x->call = call_;
   comm_.link(peer).postRecv(x);
 }
@@ -58,9 +58,9 @@ void Progress::recvReduce(int peer, void* buf, const void* with, size_t bytes, c
   *x = Xfer{};
   x->buf = buf;
   x->bytes = bytes;
-  x->with = with;
-  x->dtype = dt;
-  x->op = op;
+  x->hints.with = with;
+  x->hints.dtype = dt;
+  x->hints.op = op;
   x->call = call_;
   comm_.link(peer).postRecv(x);
 }

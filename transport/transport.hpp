@@ -29,12 +29,10 @@ class Bootstrap;
 class Config;
 class Deadline;
 
-// One posted send or receive. The memory and the Xfer itself stay valid until complete.
-struct Xfer {
-  void* buf = nullptr;  // send: read from here; receive: written here
-  size_t bytes = 0;
-  size_t done = 0;       // bytes moved so far (written by the transport)
-  bool complete = false; // set by the transport when all bytes have moved
+// What an algorithm may ask of a transfer beyond moving its bytes. A transport honours
+// each where it can (today the shm links) and may ignore them otherwise, except a reducing
+// receive (`with`), which callers post only on links that said yes to it.
+struct XferHints {
   // Receives: the sender may write part of the message into buf itself, in parallel with
   // the receiver (shm cooperative single-copy). For receives whose sender would
   // otherwise just wait (broadcast, send/recv); not where both sides are busy and the
@@ -65,10 +63,19 @@ struct Xfer {
   const void* with = nullptr;
   collDataType_t dtype = collFloat32;
   collRedOp_t op = collSum;
+};
+
+// One posted send or receive. The memory and the Xfer itself stay valid until complete.
+struct Xfer {
+  void* buf = nullptr;  // send: read from here; receive: written here
+  size_t bytes = 0;
+  size_t done = 0;       // bytes moved so far (written by the transport)
+  bool complete = false; // set by the transport when all bytes have moved
   // The signature of the call this transfer belongs to (core/call_sig.hpp): sends carry
   // it, and a receive whose incoming message carries another fails with
   // collInvalidUsage naming both calls. 0: not stamped (matches anything).
   uint64_t call = 0;
+  XferHints hints;
   // Sends: when it was posted, where the transport times its deliveries (shm links that
   // choose the way by measurement); the transport's own.
   uint64_t postedNs = 0;

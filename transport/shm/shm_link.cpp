@@ -74,8 +74,8 @@ void ShmLink::postRecv(Xfer* x) {
   COLL_CHECK_ARG(x != nullptr, "shm postRecv from rank ", p_.peer, ": xfer is null");
   COLL_CHECK_ARG(x->buf != nullptr || x->bytes == 0, "shm postRecv from rank ", p_.peer,
                  ": buf is null for ", x->bytes, " bytes");
-  if (x->with) {
-    const size_t es = typeSize(x->dtype);
+  if (x->hints.with) {
+    const size_t es = typeSize(x->hints.dtype);
     COLL_CHECK_ARG(es > 0 && x->bytes % es == 0, "shm postRecv from rank ", p_.peer, ": a reducing receive of ",
                    x->bytes, " bytes is not a whole number of ", es, "-byte elements");
   }

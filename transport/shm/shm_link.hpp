@@ -228,7 +228,7 @@ class ShmLink final : public Link {
   // Copies one piece between our buffer and the peer's (write: we push into the peer).
   // `region`: the peer's collMemAlloc region holding `remote`, if any (then a mapping).
   void copyRemote(void* local, uint64_t remote, size_t n, bool write, const RegionRef& region);
-  // Lands n incoming bytes at offset off of a receive: stored, or reduced with x->with.
+  // Lands n incoming bytes at offset off of a receive: stored, or reduced with x->hints.with.
   static void land(Xfer* x, size_t off, const void* src, size_t n);
   // A single-copy piece of a reducing receive: combined straight out of the peer's
   // mapped (or same-process) buffer, else read through the kernel into a bounce buffer.

@@ -93,10 +93,10 @@ bool ShmLink::startRecord(Xfer* x, bool headCheck) {
     tail_ += kLine;
     coop_ = false;
     pushOnly_ = r.tag == kTagPush;
-    if (pushOnly_ && x->with)
+    if (pushOnly_ && x->hints.with)
       fail(collRemoteError, strCat("rank ", p_.peer, " pushed a ", r.bytes, "-byte message into a receive that "
                                    "reduces it (message #", recvSeq_, " in this direction)"));
-    if (pushOnly_ || (!x->with && x->assist && p_.coopMin > 0 && r.bytes >= p_.coopMin && (p_.singleCopySend || p_.sameProcess)))
+    if (pushOnly_ || (!x->hints.with && x->hints.assist && p_.coopMin > 0 && r.bytes >= p_.coopMin && (p_.singleCopySend || p_.sameProcess)))
       offerCoop(x, r.seq);
   } else if (r.tag == kTagWhole) {
     // The payload follows the header, complete (the sender wrote it before sealing);
@@ -230,9 +230,9 @@ void ShmLink::copyRemote(void* local, uint64_t remote, size_t n, bool write, con
 
 void ShmLink::land(Xfer* x, size_t off, const void* src, size_t n) {
   uint8_t* dst = static_cast<uint8_t*>(x->buf) + off;
-  if (x->with)
-    reduceBuffers(dst, static_cast<const uint8_t*>(x->with) + off, src, n / typeSize(x->dtype), x->dtype, x->op);
-  else if (x->cold && n >= kColdStreamMin)
+  if (x->hints.with)
+    reduceBuffers(dst, static_cast<const uint8_t*>(x->hints.with) + off, src, n / typeSize(x->hints.dtype), x->hints.dtype, x->hints.op);
+  else if (x->hints.cold && n >= kColdStreamMin)
     copyStreaming(dst, src, n);
   else
     std::memcpy(dst, src, n);
@@ -329,8 +329,8 @@ size_t ShmLink::readSingle(Xfer* x) {
   if (shared(peerCtl_->status).load(std::memory_order_acquire) != kSideActive) checkPeerStatus();
   if (coop_) return readCoop(x);
   size_t n = std::min(p_.copyChunk, x->bytes - roff_);
-  if (x->with) {
-    const size_t es = typeSize(x->dtype);
+  if (x->hints.with) {
+    const size_t es = typeSize(x->hints.dtype);
     n = std::max(n - n % es, std::min(es, x->bytes - roff_));  // whole elements per step
     reduceRemote(x, roff_, n);
   } else {

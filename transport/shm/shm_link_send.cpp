@@ -99,15 +99,15 @@ bool ShmLink::pushCoop() {
   // Release: the piece is in the receiver's buffer before it counts it as done.
   shared(out_->coopDone).fetch_add(n, std::memory_order_acq_rel);
   wakePeer();
-  if (x->mirror) copyMirror(x, off, n);  // emitHeader made it a push record
+  if (x->hints.mirror) copyMirror(x, off, n);  // emitHeader made it a push record
   return true;
 }
 
 void ShmLink::copyMirror(Xfer* x, size_t off, size_t n) {
   if (n == 0) return;
-  uint8_t* d = static_cast<uint8_t*>(x->mirror) + off;
+  uint8_t* d = static_cast<uint8_t*>(x->hints.mirror) + off;
   const uint8_t* s = static_cast<const uint8_t*>(x->buf) + off;
-  if (x->cold) copyStreaming(d, s, n);
+  if (x->hints.cold) copyStreaming(d, s, n);
   else std::memcpy(d, s, n);
 }
 
@@ -125,7 +125,7 @@ bool ShmLink::emitHeader(Xfer* x) {
   bool timed = large && adaptive_ && !region.valid();
   uint64_t startNs = 0;
   CopyModeChooser::Mode m = CopyModeChooser::kStaged;
-  if (timed && x->intoReduction) {
+  if (timed && x->hints.intoReduction) {
     // The receiver reduces it and we would only wait: both of us copy at once through the
     // ring (Xfer::intoReduction). Not a choice of the chooser's, so not timed either.
     timed = false;
@@ -144,7 +144,7 @@ bool ShmLink::emitHeader(Xfer* x) {
     ++chosen_[m];
     single = m == CopyModeChooser::kSingle;
   }
-  const bool push = single && x->mirror && canWritePeer();
+  const bool push = single && x->hints.mirror && canWritePeer();
   const bool inl = !single && x->bytes <= kInlineMax;
   // A payload of one stage chunk or less that fits now goes in behind the header before
   // the header is sealed: the receiver then takes the whole message at once, without
@@ -176,7 +176,7 @@ bool ShmLink::emitHeader(Xfer* x) {
   // A push record's pieces are mirrored as they are pushed (pushCoop, which runs only
   // when we can write the peer, as push records are made); a streamed message's as they
   // enter the ring (streamOut); the rest here.
-  if (x->mirror && !push && (single || inl || whole)) copyMirror(x, 0, x->bytes);
+  if (x->hints.mirror && !push && (single || inl || whole)) copyMirror(x, 0, x->bytes);
   if (single) {
     sendQ_.pop();
     ackQ_.push(x);
@@ -233,7 +233,7 @@ size_t ShmLink::streamOut(Xfer* x, size_t budget) {
   // Publish each piece so the receiver copies it out while we write the next one (and
   // the mirror copy of this one, whose source is still in cache).
   publishHead();
-  if (x->mirror) copyMirror(x, sendOff_, n);
+  if (x->hints.mirror) copyMirror(x, sendOff_, n);
   sendOff_ += n;
   x->done = sendOff_;
   if (sendOff_ == x->bytes) {

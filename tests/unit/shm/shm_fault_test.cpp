@@ -168,7 +168,7 @@ TEST(ShmCoop, NextOfferWhileTheSenderReadsTheLast) {
     try {
       for (int m = 0; m < kMessages; ++m) {
         recvs[m] = Xfer{in[m % 2].data(), sizes[m % 2]};
-        recvs[m].assist = true;
+        recvs[m].hints.assist = true;
         b->postRecv(&recvs[m]);
         drive({b}, {&recvs[m]});
       }
@@ -208,7 +208,7 @@ TEST(ShmCoop, SenderPushesTheRemainingPieces) {
   std::vector<uint8_t> out(n), in(n, 0);
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(i * 131 + 7);
   Xfer s{out.data(), n}, r{in.data(), n};
-  r.assist = true;
+  r.hints.assist = true;
   p.a->postSend(&s);
   p.b->postRecv(&r);
   p.b->progress();  // record, offer, first piece
@@ -245,7 +245,7 @@ TEST(ShmPush, SenderCopiesEveryPieceAndTheMirror) {
   std::vector<uint8_t> out(n), in(n, 0), mirror(n, 0);
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(i * 131 + 7);
   Xfer s{out.data(), n}, r{in.data(), n};
-  s.mirror = mirror.data();
+  s.hints.mirror = mirror.data();
   p.a->postSend(&s);
   p.b->postRecv(&r);
   for (int i = 0; i < 5; ++i) p.b->progress();  // record, offer; then only waiting
@@ -268,7 +268,7 @@ struct OfferedCoop {
   shm::ChanCtl* chan;  // the channel rank 0 sends on
   OfferedCoop() {
     chan = p.shmA()->segment().chan(p.shmA()->side());
-    r.assist = true;
+    r.hints.assist = true;
     p.a->postSend(&s);
     p.b->postRecv(&r);
     p.b->progress();  // record, offer, first piece

@@ -44,11 +44,11 @@ int exchangeReducing(Link* link, int me, const std::vector<size_t>& counts, bool
     mine[k] = o;
     result[k] = r;
     sx[k] = Xfer{o, counts[k] * sizeof(float)};
-    sx[k].intoReduction = intoReduction;
+    sx[k].hints.intoReduction = intoReduction;
     rx[k] = Xfer{r, counts[k] * sizeof(float)};
-    rx[k].with = inPlace ? r : o;
-    rx[k].dtype = collFloat32;
-    rx[k].op = collSum;
+    rx[k].hints.with = inPlace ? r : o;
+    rx[k].hints.dtype = collFloat32;
+    rx[k].hints.op = collSum;
     postPair(link, &sx[k], &rx[k], all);
   }
   drive({link}, all);
@@ -171,7 +171,7 @@ TEST(ShmFork, ReducingReceiveRefusesPartElementsAndPushes) {
     auto link = connectPair(fd, 1, parent, getpid(), tag, cfg);
     std::vector<uint8_t> data(big, 1), mirror(big);
     Xfer s{data.data(), big};
-    s.mirror = mirror.data();
+    s.hints.mirror = mirror.data();
     link->postSend(&s);
     // The parent fails the link instead of completing the send: wait until it has gone.
     char byte;
@@ -183,7 +183,7 @@ TEST(ShmFork, ReducingReceiveRefusesPartElementsAndPushes) {
   auto link = connectPair(c.fd, 0, parent, c.pid, tag, cfg);
   std::vector<float> buf(big / sizeof(float)), with(big / sizeof(float));
   Xfer odd{buf.data(), 6};
-  odd.with = with.data();
+  odd.hints.with = with.data();
   try {
     link->postRecv(&odd);
     ADD_FAILURE() << "6 bytes of float32 were accepted";
@@ -192,7 +192,7 @@ TEST(ShmFork, ReducingReceiveRefusesPartElementsAndPushes) {
     EXPECT_NE(std::string(e.what()).find("whole number"), std::string::npos) << e.what();
   }
   Xfer r{buf.data(), big};
-  r.with = with.data();
+  r.hints.with = with.data();
   link->postRecv(&r);
   Error e = driveUntilError(link.get(), {&r});
   EXPECT_EQ(e.code(), collRemoteError);

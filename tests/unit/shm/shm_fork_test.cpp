@@ -48,12 +48,12 @@ int exchange(Link* link, int me, const std::vector<size_t>& sizes, bool sharedBu
     if (sharedBuffers && sizes[i] != 0) std::memcpy(o, out[i].data(), sizes[i]);
     sx[i] = Xfer{o, sizes[i]};
     if (i % 3 != 0) {
-      sx[i].mirror = m;
-      sx[i].cold = i % 2 == 1;  // the mirror copy then goes with streaming stores
+      sx[i].hints.mirror = m;
+      sx[i].hints.cold = i % 2 == 1;  // the mirror copy then goes with streaming stores
     }
     rx[i] = Xfer{r, sizes[i]};
-    rx[i].assist = i % 2 == 0;  // large ones then go cooperative: the sender pushes pieces too
-    rx[i].cold = i % 4 < 2;     // staged pieces then land with streaming stores
+    rx[i].hints.assist = i % 2 == 0;  // large ones then go cooperative: the sender pushes pieces too
+    rx[i].hints.cold = i % 4 < 2;     // staged pieces then land with streaming stores
     postPair(link, &sx[i], &rx[i], all);
   }
   drive({link}, all);

@@ -72,7 +72,7 @@ void exchangeAll(LinkTable& links, int n, const std::vector<size_t>& sizes, bool
         s->bytes = sizes[i];
         if (mirrors) {
           EXPECT_TRUE(link->copiesMirror());
-          s->mirror = mbuf.emplace_back(sizes[i], 0xEE).data();
+          s->hints.mirror = mbuf.emplace_back(sizes[i], 0xEE).data();
         }
         link->postSend(s);
         Xfer* rv = &xs[k++];

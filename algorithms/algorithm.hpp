@@ -20,7 +20,9 @@ class Algorithm {
   virtual const char* name() const = 0;  // "ring", "rd", "chain", ... (what COLL_ALGO names)
   virtual const char* description() const = 0;
   virtual OpKind kind() const = 0;
-  virtual bool supports(const Comm& comm, const OpArgs& args) const = 0;
+  // Whether it can run the call on this job (the job, its layouts and the model's
+  // parameters: what selection, and collective-info for a job it only simulates, know).
+  virtual bool supports(const CostContext& job, const OpArgs& args) const = 0;
   // Estimated microseconds on `bytes`: the buffer (all-reduce, broadcast, reduce), one
   // rank's block (all-gather input, reduce-scatter output, all-to-all per peer, gather
   // input, scatter output). Infinity where the model does not price it: selection then

@@ -32,8 +32,8 @@ HierPlace hierPlace(const Comm& comm) {
   return p;
 }
 
-bool HierGridAlgorithm::supports(const Comm& comm, const OpArgs&) const {
-  return comm.topology().nhosts() >= 2 && comm.layouts().hier.uniform;
+bool HierGridAlgorithm::supports(const CostContext& c, const OpArgs&) const {
+  return c.job().nhosts() >= 2 && c.layouts().hier.uniform;
 }
 
 double HierGridAlgorithm::estimate(const CostContext& c, size_t bytes) const {

@@ -64,7 +64,7 @@ HierGrid hierGrid(Comm& comm, const OpArgs& a, int scratchSlot);
 class HierGridAlgorithm : public Algorithm {
  public:
   const char* name() const override { return "hier"; }
-  bool supports(const Comm& comm, const OpArgs&) const override;
+  bool supports(const CostContext& c, const OpArgs&) const override;
   double estimate(const CostContext& c, size_t bytes) const override;
 };
 

@@ -16,7 +16,7 @@ class RingAllGather final : public Algorithm {
   const char* name() const override { return "ring"; }
   const char* description() const override { return "pipelined ring, received into place"; }
   OpKind kind() const override { return OpKind::AllGather; }
-  bool supports(const Comm&, const OpArgs&) const override { return true; }
+  bool supports(const CostContext&, const OpArgs&) const override { return true; }
 
   double estimate(const CostContext& c, size_t bytes) const override {
     return c.nranks() <= 1 ? 0 : ringStepsEstimate(c, c.figures<RingHops>().ring, static_cast<double>(bytes), false);

@@ -237,7 +237,7 @@ class HierAllReduce final : public Algorithm {
     return "intra-host reduce-scatter, a ring per local rank across hosts, intra-host all-gather";
   }
   OpKind kind() const override { return OpKind::AllReduce; }
-  bool supports(const Comm& comm, const OpArgs&) const override { return comm.topology().nhosts() >= 2; }
+  bool supports(const CostContext& c, const OpArgs&) const override { return c.job().nhosts() >= 2; }
 
   double estimate(const CostContext& c, size_t bytes) const override {
     if (c.nranks() <= 1) return std::numeric_limits<double>::infinity();

@@ -51,9 +51,9 @@ class OneShotAllReduce final : public Algorithm {
   const char* name() const override { return "oneshot"; }
   const char* description() const override { return "one-shot: all-to-all of the whole buffer, local fold (tiny buffers)"; }
   OpKind kind() const override { return OpKind::AllReduce; }
-  bool supports(const Comm& comm, const OpArgs& a) const override {
-    return comm.nranks() <= kOneShotMaxRanks &&
-           a.count * typeSize(a.dtype) * static_cast<size_t>(comm.nranks()) <= kOneShotMaxTotalBytes;
+  bool supports(const CostContext& c, const OpArgs& a) const override {
+    return c.nranks() <= kOneShotMaxRanks &&
+           a.count * typeSize(a.dtype) * static_cast<size_t>(c.nranks()) <= kOneShotMaxTotalBytes;
   }
 
   double estimate(const CostContext& c, size_t bytes) const override {

@@ -17,7 +17,7 @@ class RingAllReduce final : public Algorithm {
   const char* name() const override { return "ring"; }
   const char* description() const override { return "pipelined ring reduce-scatter + all-gather"; }
   OpKind kind() const override { return OpKind::AllReduce; }
-  bool supports(const Comm&, const OpArgs&) const override { return true; }
+  bool supports(const CostContext&, const OpArgs&) const override { return true; }
 
   double estimate(const CostContext& c, size_t bytes) const override {
     if (c.nranks() <= 1) return 0;

@@ -254,7 +254,7 @@ class TreeAllReduce final : public Algorithm {
   const char* name() const override { return "tree"; }
   const char* description() const override { return "pipelined double binary tree"; }
   OpKind kind() const override { return OpKind::AllReduce; }
-  bool supports(const Comm&, const OpArgs&) const override { return true; }
+  bool supports(const CostContext&, const OpArgs&) const override { return true; }
 
   double estimate(const CostContext& c, size_t bytes) const override {
     if (c.nranks() <= 1) return std::numeric_limits<double>::infinity();

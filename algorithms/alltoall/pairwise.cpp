@@ -16,7 +16,7 @@ class PairwiseAllToAll final : public Algorithm {
   const char* name() const override { return "pairwise"; }
   const char* description() const override { return "direct exchange with every peer at once"; }
   OpKind kind() const override { return OpKind::AllToAll; }
-  bool supports(const Comm&, const OpArgs&) const override { return true; }
+  bool supports(const CostContext&, const OpArgs&) const override { return true; }
 
   double estimate(const CostContext& c, size_t bytes) const override {
     return c.nranks() <= 1 ? 0 : ringStepsEstimate(c, c.figures<RingHops>().rankRing, static_cast<double>(bytes), false);

@@ -23,7 +23,7 @@ class TreeBroadcast final : public Algorithm {
   const char* name() const override { return "tree"; }
   const char* description() const override { return "pipelined binary tree from the root"; }
   OpKind kind() const override { return OpKind::Broadcast; }
-  bool supports(const Comm&, const OpArgs&) const override { return true; }
+  bool supports(const CostContext&, const OpArgs&) const override { return true; }
 
   double estimate(const CostContext& c, size_t bytes) const override {
     return c.nranks() <= 1 ? std::numeric_limits<double>::infinity() : rootedTreeEstimate(c, static_cast<double>(bytes), false);

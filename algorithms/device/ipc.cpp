@@ -8,6 +8,7 @@
 
 #include "algorithms/algorithm.hpp"
 #include "core/error.hpp"
+#include "cost/context.hpp"
 
 namespace coll {
 namespace {
@@ -21,7 +22,7 @@ class IpcCollective final : public Algorithm {
   }
   OpKind kind() const override { return kind_; }
   bool onDevice() const override { return true; }
-  bool supports(const Comm&, const OpArgs&) const override { return false; }
+  bool supports(const CostContext&, const OpArgs&) const override { return false; }
   double estimate(const CostContext&, size_t) const override { return std::numeric_limits<double>::infinity(); }
   void run(Comm&, const OpArgs&) const override {
     COLL_THROW(collInternalError, "the CUDA IPC ", opKindName(kind_), " was given host buffers");

@@ -21,7 +21,7 @@ class ChainReduce final : public Algorithm {
   const char* name() const override { return "chain"; }
   const char* description() const override { return "pipelined chain ending at the root"; }
   OpKind kind() const override { return OpKind::Reduce; }
-  bool supports(const Comm&, const OpArgs&) const override { return true; }
+  bool supports(const CostContext&, const OpArgs&) const override { return true; }
 
   double estimate(const CostContext& c, size_t bytes) const override {
     return c.nranks() <= 1 ? 0 : chainEstimate(c, static_cast<double>(bytes), true);

@@ -40,7 +40,7 @@ class HdReduceScatter final : public Algorithm {
   const char* name() const override { return "hd"; }
   const char* description() const override { return "recursive halving (any n: neighbours fold first)"; }
   OpKind kind() const override { return OpKind::ReduceScatter; }
-  bool supports(const Comm&, const OpArgs&) const override { return true; }
+  bool supports(const CostContext&, const OpArgs&) const override { return true; }
 
   double estimate(const CostContext& c, size_t bytes) const override {
     if (c.nranks() <= 1) return std::numeric_limits<double>::infinity();

@@ -15,7 +15,7 @@ class RingReduceScatter final : public Algorithm {
   const char* name() const override { return "ring"; }
   const char* description() const override { return "pipelined ring, partial sums in scratch"; }
   OpKind kind() const override { return OpKind::ReduceScatter; }
-  bool supports(const Comm&, const OpArgs&) const override { return true; }
+  bool supports(const CostContext&, const OpArgs&) const override { return true; }
 
   double estimate(const CostContext& c, size_t bytes) const override {
     return c.nranks() <= 1 ? 0 : ringStepsEstimate(c, c.figures<RingHops>().ring, static_cast<double>(bytes), true);

@@ -17,7 +17,7 @@ class DirectScatter final : public Algorithm {
   const char* name() const override { return "direct"; }
   const char* description() const override { return "the root sends to every rank at once"; }
   OpKind kind() const override { return OpKind::Scatter; }
-  bool supports(const Comm&, const OpArgs&) const override { return true; }
+  bool supports(const CostContext&, const OpArgs&) const override { return true; }
 
   double estimate(const CostContext& c, size_t bytes) const override {
     return c.nranks() <= 1 ? 0 : fanEstimate(c, static_cast<double>(bytes));

@@ -1,12 +1,14 @@
 // collective-info: prints what libcollective knows about the machine and the job.
 //
 //   collective-info [--topo FILE.xml] [--gpus-by-local-rank] [--standalone] [--counts N,N,...]
+//   collective-info --simulate NRANKS --hosts H [--topo FILE.xml] [--gpus-by-local-rank] [--counts ...]
 //
 // Alone it describes this machine (or the hwloc XML in --topo / COLL_TOPO_FILE): the
 // topology, the path classes between GPUs and NICs, and the assumed cost of each class.
 // Under collectiverun or mpirun (COLL_SIZE or OMPI_COMM_WORLD_SIZE set) the ranks form a
 // communicator, exchange their placements, and rank 0 also prints the hosts, leaders,
 // every rank's placement, the ring order and the algorithm chosen per collective and size.
+// With --simulate it prices a job it does not run (tools/simulate.hpp).
 #include <stdexcept>
 #include <cerrno>
 #include <cstdint>
@@ -25,6 +27,7 @@
 #include "core/handles.hpp"
 #include "tools/algo_report.hpp"
 #include "tools/info_print.hpp"
+#include "tools/simulate.hpp"
 #include "topology/exchange.hpp"
 #include "topology/job.hpp"
 #include "tuning/select.hpp"
@@ -35,6 +38,8 @@ struct Args {
   bool standalone = false;
   bool help = false;
   std::vector<size_t> counts;  // of the algorithm table; empty: the default set
+  int simulate = 0;            // --simulate NRANKS (0: not asked)
+  int hosts = 0;               // --hosts H
 };
 
 const char* kUsage =
@@ -44,6 +49,10 @@ const char* kUsage =
     "                        host's GPUs), as a one-GPU-per-rank launch would (COLL_RANK_GPU=local-rank)\n"
     "  --standalone          do not join a job even when launched by collectiverun or mpirun\n"
     "  --counts N,N,...      float32 counts of the algorithm table (default 1 to 256 Mi)\n"
+    "  --simulate NRANKS     do not join a job: price a job of NRANKS ranks over --hosts H\n"
+    "                        hosts shaped like this machine (or --topo FILE) and print the\n"
+    "                        algorithm the selector picks per size with the predicted time\n"
+    "  --hosts H             hosts of the simulated job (1 to NRANKS; default 1)\n"
     "Environment: COLL_TOPO_FILE, COLL_TOPO_DUMP_FILE, COLL_HOST_ID, COLL_RANK_GPU, COLL_TOPO_LINK_BW/_LAT.\n";
 
 std::vector<size_t> parseCounts(const std::string& list) {
@@ -64,6 +73,15 @@ std::vector<size_t> parseCounts(const std::string& list) {
   return out;
 }
 
+int parsePositive(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < 1 || v > coll::tools::kMaxSimulatedRanks)
+    COLL_THROW(collInvalidArgument, flag, ": '", text, "' is not a count from 1 to ", coll::tools::kMaxSimulatedRanks);
+  return static_cast<int>(v);
+}
+
 Args parseArgs(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -71,12 +89,15 @@ Args parseArgs(int argc, char** argv) {
     if (s == "--help" || s == "-h") a.help = true;
     else if (s == "--standalone") a.standalone = true;
     else if (s == "--gpus-by-local-rank") setenv("COLL_RANK_GPU", "local-rank", 1);  // the communicator's too
-    else if ((s == "--topo" || s == "--counts") && i + 1 == argc)
+    else if ((s == "--topo" || s == "--counts" || s == "--simulate" || s == "--hosts") && i + 1 == argc)
       COLL_THROW(collInvalidArgument, s, " needs a value\n", kUsage);
     else if (s == "--topo") setenv("COLL_TOPO_FILE", argv[++i], 1);
     else if (s == "--counts") a.counts = parseCounts(argv[++i]);
+    else if (s == "--simulate") a.simulate = parsePositive(s, argv[++i]);
+    else if (s == "--hosts") a.hosts = parsePositive(s, argv[++i]);
     else COLL_THROW(collInvalidArgument, "unknown argument '", s, "'\n", kUsage);
   }
+  if (a.hosts && !a.simulate) COLL_THROW(collInvalidArgument, "--hosts goes with --simulate NRANKS\n", kUsage);
   return a;
 }
 
@@ -160,6 +181,12 @@ int main(int argc, char** argv) {
       return 0;
     }
     coll::Config cfg = coll::Config::fromEnv();
+    if (a.simulate) {
+      coll::Selector check(cfg);  // a bad COLL_ALGO is reported as it would be in a job
+      coll::tools::printSimulation(std::cout, coll::discoverLocal(cfg), cfg,
+                                   {a.simulate, a.hosts ? a.hosts : 1, a.counts});
+      return 0;
+    }
     return a.standalone || !launchedAsJob() ? runStandalone(cfg) : runJob(a, cfg);
   } catch (const coll::Error& e) {
     fprintf(stderr, "collective-info: %s\n", e.what());

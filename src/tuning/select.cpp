@@ -138,13 +138,24 @@ bool Selector::initTuner(const JobTopo& job) const {
 
 void Selector::dropTuner() { tuner_.reset(); }
 
-std::vector<Candidate> Selector::candidates(const Comm& comm, const OpArgs& args) const {
-  const CostModel& m = model(comm);
+std::vector<Candidate> candidatesFor(const CostContext& job, const OpArgs& args) {
   const size_t bytes = modelBytes(args);
   std::vector<Candidate> out;
   for (const Algorithm* a : algorithmTable())
-    if (a->kind() == args.kind && a->supports(comm, args)) out.push_back({a, a->estimate(m.context(), bytes)});
+    if (a->kind() == args.kind && a->supports(job, args)) out.push_back({a, a->estimate(job, bytes)});
   return out;
+}
+
+const Algorithm* cheapest(const std::vector<Candidate>& cands) {
+  if (cands.empty()) return nullptr;
+  size_t best = 0;
+  for (size_t i = 1; i < cands.size(); ++i)
+    if (cands[i].costUs < cands[best].costUs) best = i;
+  return cands[best].algo;
+}
+
+std::vector<Candidate> Selector::candidates(const Comm& comm, const OpArgs& args) const {
+  return candidatesFor(model(comm).context(), args);
 }
 
 // Every field of the key moves every bit of the slot index. (The index once came from
@@ -173,7 +184,7 @@ size_t Selector::choicesPriced() const {
 const Algorithm& Selector::select(const Comm& comm, const OpArgs& args) const {
   auto it = forced_.find(args.kind);
   if (it != forced_.end()) {
-    if (it->second->supports(comm, args)) return *it->second;
+    if (it->second->supports(model(comm).context(), args)) return *it->second;
     std::atomic<bool>& said = forcedPassedOver_[static_cast<size_t>(args.kind)];
     if (!said.load(std::memory_order_relaxed) && !said.exchange(true, std::memory_order_relaxed))
       COLL_WARN("COLL_ALGO forces %s for %s, which cannot run a call of %zu elements on this communicator "
@@ -202,9 +213,9 @@ const Algorithm& Selector::choose(const Comm& comm, const OpArgs& args) const {
   std::vector<Candidate> cands = candidates(comm, args);
   if (cands.empty()) COLL_THROW(collInternalError, "no algorithm supports ", opKindName(args.kind));
   // The cheapest estimate; ties and unknown costs go to the earlier table entry.
+  const Algorithm* model = cheapest(cands);
   int best = 0;
-  for (size_t i = 1; i < cands.size(); ++i)
-    if (cands[i].costUs < cands[best].costUs) best = static_cast<int>(i);
+  while (cands[best].algo != model) ++best;
   if (tuner_ && cands.size() > 1) {
     std::vector<const char*> names;
     std::vector<double> costs;

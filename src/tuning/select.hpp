@@ -19,6 +19,7 @@
 namespace coll {
 
 class Config;
+class CostContext;
 class CostModel;
 class JobTopo;
 class TunerPlugin;
@@ -27,6 +28,12 @@ struct Candidate {
   const Algorithm* algo = nullptr;
   double costUs = 0;  // the model's estimate; infinity where it has none
 };
+
+// Every algorithm of the call's collective that supports it on this job, in table order,
+// with its estimate: what selection compares (and collective-info --simulate prints).
+std::vector<Candidate> candidatesFor(const CostContext& job, const OpArgs& args);
+// The cheapest of them (ties and unknown costs go to the earlier entry); null if none.
+const Algorithm* cheapest(const std::vector<Candidate>& cands);
 
 class Selector {
  public:

@@ -50,7 +50,46 @@ TEST(TopoTool, HelpAndBadArguments) {
   }
 }
 
+// --simulate prices a job it does not run; its bad counts are refused with the reason.
+TEST(TopoTool, SimulateBadArguments) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--simulate 0", "--simulate: '0' is not a count from 1 to"},
+      {"--simulate x", "--simulate: 'x' is not a count from 1 to"},
+      {"--simulate 4 --hosts 5", "--hosts: 5 hosts for 4 ranks (it must be 1 to the number of ranks)"},
+      {"--simulate 999999999", "--simulate: '999999999' is not a count"},
+      {"--hosts 2", "--hosts goes with --simulate NRANKS"},
+      {"--simulate", "--simulate needs a value"}};
+  for (const auto& [args, why] : cases) {
+    Result r = shell(std::string(COLL_INFO_EXE) + " " + args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.out;
+    EXPECT_TRUE(has(r, why)) << args << ": " << r.out;
+  }
+}
+
 #if COLL_HAVE_HWLOC
+
+// A job of 4096 GPUs on 512 HGX hosts, priced without running it: every collective gets
+// an algorithm and a time, and the hierarchical all-reduce is among the alternatives.
+TEST(TopoTool, SimulateThousandsOfRanks) {
+  Result r = shell(std::string(COLL_INFO_EXE) + " --simulate 4096 --hosts 512 --gpus-by-local-rank --topo " +
+                   dataFile("hgx_h100_roce.xml") + " --counts 1,1048576");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r, "simulated job: 4096 ranks on 512 hosts (8 per host)")) << r.out;
+  for (const char* kind : {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "gather",
+                           "scatter"})
+    EXPECT_TRUE(has(r, std::string("\n  ") + kind + " ")) << kind << ": " << r.out;
+  EXPECT_TRUE(has(r, "\n  hier ")) << r.out;
+  EXPECT_TRUE(has(r, "\n  ring ")) << r.out;
+  // One host: the hierarchical all-reduce cannot run.
+  Result one = shell(std::string(COLL_INFO_EXE) + " --simulate 8 --topo " + dataFile("hgx_h100_roce.xml") +
+                     " --counts 1");
+  ASSERT_EQ(one.status, 0) << one.out;
+  EXPECT_TRUE(has(one, "simulated job: 8 ranks on 1 hosts (8 per host)")) << one.out;
+  const size_t hier = one.out.find("\n  hier ");
+  ASSERT_NE(hier, std::string::npos) << one.out;
+  const std::string row = one.out.substr(hier + 1, one.out.find('\n', hier + 1) - hier - 1);
+  EXPECT_EQ(row.back(), '-') << row;
+}
 
 TEST(TopoTool, StandaloneOnStoredTopology) {
   Result r = shell(std::string(COLL_INFO_EXE) + " --standalone --topo " + dataFile("gpu8_ib4.xml"));

@@ -11,7 +11,7 @@
 
 namespace coll {
 
-class Comm;
+class Team;
 class CostContext;
 
 class Algorithm {
@@ -29,7 +29,7 @@ class Algorithm {
   // takes it only where COLL_ALGO or a tuner forces it.
   virtual double estimate(const CostContext& cost, size_t bytes) const = 0;
   // Runs the operation to completion in the calling thread. Throws coll::Error.
-  virtual void run(Comm& comm, const OpArgs& args) const = 0;
+  virtual void run(Team& comm, const OpArgs& args) const = 0;
   // A device algorithm (algorithms/device): it runs device-buffer calls as jobs of the
   // communicator's stream executor, and no host-buffer call (supports() is false there).
   virtual bool onDevice() const { return false; }

@@ -9,7 +9,7 @@
 
 namespace coll {
 
-Progress::Progress(Comm& comm, const char* what)
+Progress::Progress(Team& comm, const char* what)
     : comm_(comm), what_(what), call_(comm.currentCall()), backoff_(comm.hot().spinCount, comm.hot().maxSleepUs, comm.hot().lateYieldsToStop) {}
 
 void Progress::touch(int peer) {

@@ -7,7 +7,7 @@
 #include <optional>
 #include <vector>
 
-#include "core/comm.hpp"
+#include "algorithms/team.hpp"
 #include "core/reduce.hpp"
 #include "core/wait.hpp"
 #include "transport/transport.hpp"
@@ -49,7 +49,7 @@ inline bool coldOutput(size_t bytes) { return bytes >= kStreamMinBytes; }
 
 class Progress {
  public:
-  Progress(Comm& comm, const char* what);
+  Progress(Team& comm, const char* what);
 
   // mirror, coldMirror: see Xfer::mirror and Xfer::cold; only on links that copy it
   // (linkCopiesMirror).
@@ -88,7 +88,7 @@ class Progress {
   void checkHealth();
   bool sharesCpuWithAwaitedPeer();
 
-  Comm& comm_;
+  Team& comm_;
   const char* what_;
   uint64_t call_;  // stamped on every transfer (Xfer::call)
   // The operation's deadline starts at its first health check, not at construction: a

@@ -21,7 +21,7 @@ void waitXfers(Progress& pg, std::vector<Xfer>& xs) {
   });
 }
 
-HierPlace hierPlace(const Comm& comm) {
+HierPlace hierPlace(const Team& comm) {
   HierPlace p;
   p.lay = &comm.layouts().hier;
   p.host = comm.topology().hostOf(comm.rank());
@@ -61,7 +61,7 @@ RingTaskSpec HierGrid::insideHost(int s, collDataType_t dt) const {
   return r;
 }
 
-HierGrid hierGrid(Comm& comm, const OpArgs& a, int scratchSlot) {
+HierGrid hierGrid(Team& comm, const OpArgs& a, int scratchSlot) {
   HierGrid g;
   g.place = hierPlace(comm);
   g.es = typeSize(a.dtype);
@@ -83,7 +83,7 @@ void permuteGridBlocks(const patterns::HierLayout& lay, const char* src, char* d
     }
 }
 
-void runTwoPhasePipeline(Comm& comm, Progress& pg, const TwoPhasePipeline& p) {
+void runTwoPhasePipeline(Team& comm, Progress& pg, const TwoPhasePipeline& p) {
   struct Running {
     std::unique_ptr<RingTask> task;
     int seg;
@@ -124,7 +124,7 @@ void runTwoPhasePipeline(Comm& comm, Progress& pg, const TwoPhasePipeline& p) {
   }
 }
 
-void runRingTask(Comm& comm, Progress& pg, RingTaskSpec spec) {
+void runRingTask(Team& comm, Progress& pg, RingTaskSpec spec) {
   RingTask task(comm, pg, std::move(spec));
   while (!task.done()) {
     bool acted = task.pump();

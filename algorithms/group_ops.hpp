@@ -33,7 +33,7 @@ struct HierPlace {
   int H = 1, L = 1;         // hosts, ranks per host (uniform layouts)
   const std::vector<int>& row() const { return lay->grid[host]; }
 };
-HierPlace hierPlace(const Comm& comm);
+HierPlace hierPlace(const Team& comm);
 
 // The column-ordered scratch of the hierarchical all-gather and reduce-scatter. Every
 // rank's block (count elements) is cut into segments (hierSegments of the whole buffer);
@@ -57,7 +57,7 @@ struct HierGrid {
   RingTaskSpec acrossHosts(int s, collDataType_t dt) const;
   RingTaskSpec insideHost(int s, collDataType_t dt) const;
 };
-HierGrid hierGrid(Comm& comm, const OpArgs& a, int scratchSlot);
+HierGrid hierGrid(Team& comm, const OpArgs& a, int scratchSlot);
 
 // Base of the hierarchical all-gather and reduce-scatter: named "hier", and run only where
 // the job spans hosts of equal size.
@@ -87,9 +87,9 @@ struct TwoPhasePipeline {
   std::function<RingTaskSpec(int seg, int parity)> first, second;
   std::function<void(int seg)> afterSecond;
 };
-void runTwoPhasePipeline(Comm& comm, Progress& pg, const TwoPhasePipeline& p);
+void runTwoPhasePipeline(Team& comm, Progress& pg, const TwoPhasePipeline& p);
 
 // Runs one ring task to completion through pg.
-void runRingTask(Comm& comm, Progress& pg, RingTaskSpec spec);
+void runRingTask(Team& comm, Progress& pg, RingTaskSpec spec);
 
 }  // namespace coll

@@ -29,8 +29,8 @@ int pipelineDepth(const Config& cfg) {
   return static_cast<int>(d);
 }
 
-size_t pipelineChunkBytes(const Comm& comm) { return comm.hot().chunkBytes; }
-int pipelineDepth(const Comm& comm) { return comm.hot().depth; }
+size_t pipelineChunkBytes(const Team& comm) { return comm.hot().chunkBytes; }
+int pipelineDepth(const Team& comm) { return comm.hot().depth; }
 
 namespace {
 
@@ -42,7 +42,7 @@ struct Cursor {
 
 class RingRunner {
  public:
-  RingRunner(Comm& comm, Progress& pg, const RingStream& rs)
+  RingRunner(Team& comm, Progress& pg, const RingStream& rs)
       : comm_(comm), pg_(pg), rs_(rs), n_(comm.nranks()), r_(comm.rank()),
         es_(typeSize(rs.dt)) {
     int pos = r_;
@@ -191,7 +191,7 @@ class RingRunner {
     return acted;
   }
 
-  Comm& comm_;
+  Team& comm_;
   Progress& pg_;
   const RingStream& rs_;
   int n_, r_;
@@ -211,7 +211,7 @@ class RingRunner {
 
 }  // namespace
 
-void runRingStream(Comm& comm, Progress& pg, const RingStream& rs) {
+void runRingStream(Team& comm, Progress& pg, const RingStream& rs) {
   if (rs.steps <= 0) {
     if (rs.firstMirror) memcpy(rs.firstMirror, rs.firstSrc, rs.blocks.cnt(rs.base) * typeSize(rs.dt));
     return;

@@ -45,11 +45,11 @@ struct RingStream {
   }
 };
 
-void runRingStream(Comm& comm, Progress& pg, const RingStream& rs);
+void runRingStream(Team& comm, Progress& pg, const RingStream& rs);
 
 // Chunk size (bytes) and pipeline depth used by the pipelined algorithms.
-size_t pipelineChunkBytes(const Comm& comm);
-int pipelineDepth(const Comm& comm);
+size_t pipelineChunkBytes(const Team& comm);
+int pipelineDepth(const Team& comm);
 // The same, parsed from a Config (the communicator caches them: Comm::hot()).
 size_t pipelineChunkBytes(const Config& cfg);
 int pipelineDepth(const Config& cfg);

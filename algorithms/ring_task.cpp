@@ -8,7 +8,7 @@
 
 namespace coll {
 
-RingTask::RingTask(Comm& comm, Progress& pg, RingTaskSpec spec) : pg_(pg), s_(std::move(spec)) {
+RingTask::RingTask(Team& comm, Progress& pg, RingTaskSpec spec) : pg_(pg), s_(std::move(spec)) {
   n_ = static_cast<int>(s_.members.size());
   es_ = typeSize(s_.dt);
   next_ = s_.members[(s_.pos + 1) % n_];

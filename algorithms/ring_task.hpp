@@ -34,7 +34,7 @@ struct RingTaskSpec {
 
 class RingTask {
  public:
-  RingTask(Comm& comm, Progress& pg, RingTaskSpec spec);
+  RingTask(Team& comm, Progress& pg, RingTaskSpec spec);
   // Posts what may be posted and finishes what has arrived; true if anything happened.
   // Does not poll the links (the caller's loop does, once for all tasks).
   bool pump();

@@ -12,7 +12,7 @@
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/group_ops.hpp"
-#include "core/comm.hpp"
+#include "algorithms/team.hpp"
 
 namespace coll {
 namespace {
@@ -27,7 +27,7 @@ class HierAllGather final : public HierGridAlgorithm {
   }
   OpKind kind() const override { return OpKind::AllGather; }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     const HierGrid g = hierGrid(comm, a, kGridSlot);
     const HierPlace& p = g.place;
     TwoPhasePipeline pipe;

@@ -11,7 +11,7 @@
 #include "cost/context.hpp"
 #include "algorithms/group_ops.hpp"
 #include "topology/layout.hpp"
-#include "core/comm.hpp"
+#include "algorithms/team.hpp"
 #include "core/types.hpp"
 
 namespace coll {
@@ -50,7 +50,7 @@ class RdAllGather final : public Algorithm {
     return t;
   }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     const int n = comm.nranks();
     const size_t blk = a.count * typeSize(a.dtype);
     char* out = static_cast<char*>(a.recvbuf);

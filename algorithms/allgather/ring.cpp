@@ -22,7 +22,7 @@ class RingAllGather final : public Algorithm {
     return c.nranks() <= 1 ? 0 : ringStepsEstimate(c, c.figures<RingHops>().ring, static_cast<double>(bytes), false);
   }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     const size_t es = typeSize(a.dtype);
     const int n = comm.nranks(), r = comm.rank();
     char* own = static_cast<char*>(a.recvbuf) + static_cast<size_t>(r) * a.count * es;

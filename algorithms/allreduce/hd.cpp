@@ -22,7 +22,7 @@
 #include "algorithms/patterns/hd.hpp"
 #include "topology/layout.hpp"
 #include "algorithms/ring_stream.hpp"
-#include "core/comm.hpp"
+#include "algorithms/team.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
 
@@ -63,7 +63,7 @@ class HdAllReduce final : public Algorithm {
     return t;
   }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     const int n = comm.nranks();
     const size_t es = typeSize(a.dtype), bytes = a.count * es;
     char* out = static_cast<char*>(a.recvbuf);

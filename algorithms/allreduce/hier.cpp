@@ -25,7 +25,7 @@
 #include "topology/layout.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "algorithms/ring_task.hpp"
-#include "core/comm.hpp"
+#include "algorithms/team.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
 
@@ -38,7 +38,7 @@ constexpr int kIntraSlot = 3, kInterSlot = 4, kInterSlot2 = 5, kIntraSlot2 = 6;
 
 class HierRun {
  public:
-  HierRun(Comm& comm, const OpArgs& a, const patterns::HierLayout& lay, int host, int local, int segments)
+  HierRun(Team& comm, const OpArgs& a, const patterns::HierLayout& lay, int host, int local, int segments)
       : comm_(comm), a_(a), pg_(comm, "all-reduce (hier)"), es_(typeSize(a.dtype)),
         L_(static_cast<int>(lay.grid[host].size())), H_(lay.nhosts()), G_(segments), host_(host), local_(local),
         row_(lay.grid[host]), col_(lay.column(local)) {
@@ -73,7 +73,7 @@ class HierRun {
     int seg;
   };
   struct Task {
-    Task(Comm& c, Progress& pg, RingTaskSpec spec, Step op) : ring(c, pg, std::move(spec)), op(op) {}
+    Task(Team& c, Progress& pg, RingTaskSpec spec, Step op) : ring(c, pg, std::move(spec)), op(op) {}
     RingTask ring;
     Step op;
   };
@@ -170,7 +170,7 @@ class HierRun {
     return s;
   }
 
-  Comm& comm_;
+  Team& comm_;
   const OpArgs& a_;
   Progress pg_;
   size_t es_;
@@ -188,7 +188,7 @@ class HierRun {
 };
 
 // Gather to the leader, recursive doubling among leaders, scatter back.
-void runLeaders(Comm& comm, const OpArgs& a, const patterns::HierLayout& lay, int host) {
+void runLeaders(Team& comm, const OpArgs& a, const patterns::HierLayout& lay, int host) {
   const size_t es = typeSize(a.dtype), bytes = a.count * es;
   const std::vector<int>& row = lay.grid[host];
   const int leader = lay.leaders[host], L = static_cast<int>(row.size());
@@ -244,7 +244,7 @@ class HierAllReduce final : public Algorithm {
     return c.figures<HierModel>().bestUs(bytes);
   }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     // The layout and the variant's costs are the communicator's (built once with its
     // cost context): rebuilding them per call showed in the small-message latency.
     const CostContext& cost = comm.costContext();

@@ -67,7 +67,7 @@ class OneShotAllReduce final : public Algorithm {
     return h.all.latUs + o + (n - 2) * (o - c.params().oversubUs) + copy + (n - 1) * c.reduceUs(s);
   }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     const int n = comm.nranks(), r = comm.rank();
     const size_t bytes = a.count * typeSize(a.dtype);
     char* buf = static_cast<char*>(a.recvbuf);

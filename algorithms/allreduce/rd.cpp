@@ -48,7 +48,7 @@ class RdAllReduce final : public Algorithm {
     return t;
   }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     const int n = comm.nranks(), r = comm.rank();
     const size_t bytes = a.count * typeSize(a.dtype);
     char* buf = static_cast<char*>(a.recvbuf);

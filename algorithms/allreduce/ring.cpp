@@ -28,7 +28,7 @@ class RingAllReduce final : public Algorithm {
            c.params().overlap(2 * (n - 1) * h.wire(blk), (n - 1) * c.reduceUs(blk));
   }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     const size_t es = typeSize(a.dtype);
     const int n = comm.nranks();
     if (n == 1) {

@@ -22,7 +22,7 @@
 #include "topology/layout.hpp"
 #include "algorithms/patterns/tree.hpp"
 #include "algorithms/ring_stream.hpp"
-#include "core/comm.hpp"
+#include "algorithms/team.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
 
@@ -86,7 +86,7 @@ struct TreeState {
 
 class TreeRun {
  public:
-  TreeRun(Comm& comm, const OpArgs& a) : a_(a), pg_(comm, "all-reduce (tree)"), n_(comm.nranks()) {
+  TreeRun(Team& comm, const OpArgs& a) : a_(a), pg_(comm, "all-reduce (tree)"), n_(comm.nranks()) {
     es_ = typeSize(a.dtype);
     ce_ = std::max<size_t>(1, pipelineChunkBytes(comm) / es_);
     depth_ = static_cast<size_t>(pipelineDepth(comm));
@@ -271,7 +271,7 @@ class TreeAllReduce final : public Algorithm {
     return h.depth * (up + down) + (c.chunksOf(half) - 1) * period;
   }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     if (comm.nranks() == 1) {
       if (a.sendbuf != a.recvbuf) memcpy(a.recvbuf, a.sendbuf, a.count * typeSize(a.dtype));
       return;

@@ -22,7 +22,7 @@ class PairwiseAllToAll final : public Algorithm {
     return c.nranks() <= 1 ? 0 : ringStepsEstimate(c, c.figures<RingHops>().rankRing, static_cast<double>(bytes), false);
   }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     const int n = comm.nranks(), r = comm.rank();
     const size_t block = a.count * typeSize(a.dtype);
     const char* in = static_cast<const char*>(a.sendbuf);

@@ -27,7 +27,7 @@ class ChainBroadcast final : public Algorithm {
     return c.nranks() <= 1 ? 0 : chainEstimate(c, static_cast<double>(bytes), false);
   }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     const int n = comm.nranks();
     const size_t bytes = a.count * typeSize(a.dtype);
     char* out = static_cast<char*>(a.recvbuf);

@@ -12,7 +12,7 @@
 #include "topology/layout.hpp"
 #include "algorithms/patterns/tree.hpp"
 #include "algorithms/ring_stream.hpp"
-#include "core/comm.hpp"
+#include "algorithms/team.hpp"
 #include "core/types.hpp"
 
 namespace coll {
@@ -29,7 +29,7 @@ class TreeBroadcast final : public Algorithm {
     return c.nranks() <= 1 ? std::numeric_limits<double>::infinity() : rootedTreeEstimate(c, static_cast<double>(bytes), false);
   }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     const int n = comm.nranks();
     const size_t bytes = a.count * typeSize(a.dtype);
     char* out = static_cast<char*>(a.recvbuf);

@@ -24,7 +24,7 @@ class IpcCollective final : public Algorithm {
   bool onDevice() const override { return true; }
   bool supports(const CostContext&, const OpArgs&) const override { return false; }
   double estimate(const CostContext&, size_t) const override { return std::numeric_limits<double>::infinity(); }
-  void run(Comm&, const OpArgs&) const override {
+  void run(Team&, const OpArgs&) const override {
     COLL_THROW(collInternalError, "the CUDA IPC ", opKindName(kind_), " was given host buffers");
   }
 

@@ -29,7 +29,6 @@
 #include <exception>
 #include <vector>
 
-#include "core/comm.hpp"
 #include "core/error.hpp"
 #include "cuda/kernels.hpp"
 #include "cuda/runtime.hpp"
@@ -44,10 +43,10 @@ class Runner {
  public:
   explicit Runner(const IpcRun& r)
       : r_(r),
-        rank_(r.comm.rank()),
-        n_(r.comm.nranks()),
+        rank_(r.host.rank()),
+        n_(r.host.nranks()),
         es_(r.spec.elemSize),
-        plan_(planIpc(r.op.kind, r.op.count, r.spec.elemSize, r.comm.nranks(), r.peers.bytes())),
+        plan_(planIpc(r.op.kind, r.op.count, r.spec.elemSize, r.host.nranks(), r.peers.bytes())),
         send_(static_cast<const char*>(r.spec.send)),
         recv_(static_cast<char*>(r.spec.recv)) {}
 
@@ -100,7 +99,7 @@ class Runner {
     }
     int failed = -1;
     try {
-      failed = firstFailedRank(r_.comm, !failure);
+      failed = r_.host.firstFailedRank(!failure);
     } catch (...) {
       if (!failure) throw;  // this rank's own error says more than the peers' silence
     }

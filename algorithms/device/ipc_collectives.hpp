@@ -5,16 +5,14 @@
 #include "core/op.hpp"
 #include "cuda/stream_ops.hpp"
 
-namespace coll {
-class Comm;
-}
+#include "transport/cuda_ipc/ipc_host.hpp"
 
 namespace coll::cuda {
 
 class IpcPeers;
 
 struct IpcRun {
-  Comm& comm;
+  HostCollectives& host;  // the communicator's, to keep the ranks in step
   const IpcPeers& peers;
   const DeviceWork& work;  // the executor's stream on the buffers' device, and its wait
   const OpArgs& op;

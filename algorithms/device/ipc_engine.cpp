@@ -4,12 +4,12 @@
 
 #include <vector>
 
-#include "core/comm.hpp"
+#include <climits>
+
 #include "core/config.hpp"
 #include "core/log.hpp"
 #include "cuda/runtime.hpp"
 #include "algorithms/device/ipc_collectives.hpp"
-#include "transport/cuda_ipc/ipc_host.hpp"
 #include "transport/cuda_ipc/ipc_peers.hpp"
 #include "algorithms/device/ipc_plan.hpp"
 
@@ -20,16 +20,39 @@ COLL_PARAM(kCudaIpc, "COLL_CUDA_IPC", "1",
 COLL_PARAM(kCudaIpcBuffer, "COLL_CUDA_IPC_BUFFER", "32M",
            "device buffers: device scratch per rank for CUDA IPC collectives (the step size follows from it)");
 
-std::unique_ptr<IpcEngine> IpcEngine::create(Comm& comm, size_t stageChunkBytes) {
-  const Config& cfg = comm.config();
-  if (!ipcCommEligible(comm.nranks(), comm.topology().nhosts(), cfg.getInt(kCudaIpc) != 0)) return nullptr;
-  const size_t scratch = cfg.getSize(kCudaIpcBuffer);
-  COLL_CHECK_ARG(scratch >= 4096, "COLL_CUDA_IPC_BUFFER=", scratch, " is below 4K");
-  return std::unique_ptr<IpcEngine>(new IpcEngine(comm, scratch, stageChunkBytes));
+void TeamHostCollectives::allGather(const void* mine, void* all, size_t bytes) {
+  OpArgs a;
+  a.kind = OpKind::AllGather;
+  a.sendbuf = mine;
+  a.recvbuf = all;
+  a.count = bytes;
+  a.dtype = collUint8;
+  team_.run(a);
 }
 
-IpcEngine::IpcEngine(Comm& comm, size_t scratchBytes, size_t stageChunkBytes)
-    : comm_(comm), scratchBytes_(scratchBytes), stageChunkBytes_(stageChunkBytes) {}
+int TeamHostCollectives::firstFailedRank(bool ok) {
+  int32_t v = ok ? INT32_MAX : team_.rank();
+  OpArgs a;
+  a.kind = OpKind::AllReduce;
+  a.sendbuf = &v;
+  a.recvbuf = &v;
+  a.count = 1;
+  a.dtype = collInt32;
+  a.op = collMin;
+  team_.run(a);
+  return v == INT32_MAX ? -1 : v;
+}
+
+std::unique_ptr<IpcEngine> IpcEngine::create(Team& team, size_t stageChunkBytes) {
+  const Config& cfg = team.config();
+  if (!ipcCommEligible(team.nranks(), team.topology().nhosts(), cfg.getInt(kCudaIpc) != 0)) return nullptr;
+  const size_t scratch = cfg.getSize(kCudaIpcBuffer);
+  COLL_CHECK_ARG(scratch >= 4096, "COLL_CUDA_IPC_BUFFER=", scratch, " is below 4K");
+  return std::unique_ptr<IpcEngine>(new IpcEngine(team, scratch, stageChunkBytes));
+}
+
+IpcEngine::IpcEngine(Team& team, size_t scratchBytes, size_t stageChunkBytes)
+    : team_(team), host_(team), scratchBytes_(scratchBytes), stageChunkBytes_(stageChunkBytes) {}
 
 IpcEngine::~IpcEngine() = default;
 
@@ -42,9 +65,9 @@ bool IpcEngine::wants(const OpArgs& op, const StreamOpSpec& spec) const {
 }
 
 bool IpcEngine::exchangeHeaders(const OpArgs& op, bool ipc) {
-  const IpcOpHeader mine = makeHeader(op, comm_.rank(), ipc);
-  std::vector<IpcOpHeader> all(static_cast<size_t>(comm_.nranks()));
-  hostAllGather(comm_, &mine, all.data(), sizeof mine);
+  const IpcOpHeader mine = makeHeader(op, team_.rank(), ipc);
+  std::vector<IpcOpHeader> all(static_cast<size_t>(team_.nranks()));
+  host_.allGather(&mine, all.data(), sizeof mine);
   return agreeHeaders(all, op);
 }
 
@@ -52,7 +75,7 @@ void IpcEngine::agreeStaged(const OpArgs& op) { exchangeHeaders(op, false); }
 
 void IpcEngine::prepare(int device) {
   std::lock_guard<std::mutex> lock(prepareMu_);
-  if (!peers_) peers_ = IpcPeers::allocate(device, scratchBytes_, comm_.nranks());
+  if (!peers_) peers_ = IpcPeers::allocate(device, scratchBytes_, team_.nranks());
 }
 
 void IpcEngine::run(const OpArgs& op, const StreamOpSpec& spec, const DeviceWork& work) {
@@ -62,7 +85,7 @@ void IpcEngine::run(const OpArgs& op, const StreamOpSpec& spec, const DeviceWork
   bool ipc = exchangeHeaders(op, mine);
   // Every rank gets here at the same op: connect() is collective and agrees.
   if (ipc && !connected_.load()) {
-    if (peers_->connect(comm_)) {
+    if (peers_->connect(host_)) {
       connected_ = true;
     } else {
       // The scratch stays allocated until the communicator goes: freeing device memory
@@ -76,7 +99,7 @@ void IpcEngine::run(const OpArgs& op, const StreamOpSpec& spec, const DeviceWork
     runThroughHost(op, spec, work);
     return;
   }
-  runIpcCollective(IpcRun{comm_, *peers_, work, op, spec});
+  runIpcCollective(IpcRun{host_, *peers_, work, op, spec});
 }
 
 // The host-staged path's work on the worker: the same chunks and host collectives as
@@ -101,7 +124,7 @@ void IpcEngine::runThroughHost(const OpArgs& op, const StreamOpSpec& spec, const
     chunk.sendbuf = v.send;
     chunk.recvbuf = v.recv;
     chunk.count = v.count;
-    comm_.run(chunk);
+    team_.run(chunk);
     if (layout.recvStaged()) {
       const ByteRange r = chunkRange(spec, c, spec.recvBytes);
       if (r.bytes)

@@ -28,20 +28,32 @@
 #include "core/op.hpp"
 #include "cuda/stream_ops.hpp"
 
-namespace coll {
-class Comm;
-}
+#include "algorithms/team.hpp"
+#include "transport/cuda_ipc/ipc_host.hpp"
 
 namespace coll::cuda {
 
 class IpcPeers;
+
+// The communicator's host collectives as the CUDA IPC transport wants them.
+class TeamHostCollectives final : public HostCollectives {
+ public:
+  explicit TeamHostCollectives(Team& team) : team_(team) {}
+  int rank() const override { return team_.rank(); }
+  int nranks() const override { return team_.nranks(); }
+  void allGather(const void* mine, void* all, size_t bytes) override;
+  int firstFailedRank(bool ok) override;
+
+ private:
+  Team& team_;
+};
 
 class IpcEngine {
  public:
   // Null unless the communicator may use IPC (ipcCommEligible: several ranks, one host,
   // COLL_CUDA_IPC not 0). stageChunkBytes: the staged path's chunk (StreamOptions), which
   // the host fallback must follow.
-  static std::unique_ptr<IpcEngine> create(Comm& comm, size_t stageChunkBytes);
+  static std::unique_ptr<IpcEngine> create(Team& team, size_t stageChunkBytes);
   ~IpcEngine();
   IpcEngine(const IpcEngine&) = delete;
   IpcEngine& operator=(const IpcEngine&) = delete;
@@ -64,11 +76,12 @@ class IpcEngine {
   bool connected() const { return connected_.load(); }
 
  private:
-  IpcEngine(Comm& comm, size_t scratchBytes, size_t stageChunkBytes);
+  IpcEngine(Team& team, size_t scratchBytes, size_t stageChunkBytes);
   bool exchangeHeaders(const OpArgs& op, bool ipc);
   void runThroughHost(const OpArgs& op, const StreamOpSpec& spec, const DeviceWork& work);
 
-  Comm& comm_;
+  Team& team_;
+  TeamHostCollectives host_;
   size_t scratchBytes_;
   size_t stageChunkBytes_;
   std::atomic<bool> unusable_{false};  // set-up failed on some rank: host path from now on

@@ -24,7 +24,7 @@ class DirectGather final : public Algorithm {
     return c.nranks() <= 1 ? 0 : fanEstimate(c, static_cast<double>(bytes));
   }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     const int n = comm.nranks(), r = comm.rank();
     const size_t block = a.count * typeSize(a.dtype);
     Progress pg(comm, "gather (direct)");

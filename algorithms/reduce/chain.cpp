@@ -27,7 +27,7 @@ class ChainReduce final : public Algorithm {
     return c.nranks() <= 1 ? 0 : chainEstimate(c, static_cast<double>(bytes), true);
   }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     const int n = comm.nranks();
     const size_t es = typeSize(a.dtype);
     const char* in = static_cast<const char*>(a.sendbuf);

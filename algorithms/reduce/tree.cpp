@@ -11,7 +11,7 @@
 #include "topology/layout.hpp"
 #include "algorithms/patterns/tree.hpp"
 #include "algorithms/ring_stream.hpp"
-#include "core/comm.hpp"
+#include "algorithms/team.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
 
@@ -29,7 +29,7 @@ class TreeReduce final : public Algorithm {
     return c.nranks() <= 1 ? std::numeric_limits<double>::infinity() : rootedTreeEstimate(c, static_cast<double>(bytes), true);
   }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     const int n = comm.nranks();
     const size_t es = typeSize(a.dtype);
     const char* in = static_cast<const char*>(a.sendbuf);

@@ -16,7 +16,7 @@
 #include "algorithms/exec.hpp"
 #include "algorithms/group_ops.hpp"
 #include "algorithms/patterns/hd.hpp"
-#include "core/comm.hpp"
+#include "algorithms/team.hpp"
 #include "core/reduce.hpp"
 #include "core/types.hpp"
 
@@ -55,7 +55,7 @@ class HdReduceScatter final : public Algorithm {
     return t;
   }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     const int n = comm.nranks(), r = comm.rank();
     const size_t es = typeSize(a.dtype), blk = a.count * es, total = blk * n;
     if (n == 1) {

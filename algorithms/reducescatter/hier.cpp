@@ -12,7 +12,7 @@
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/group_ops.hpp"
-#include "core/comm.hpp"
+#include "algorithms/team.hpp"
 
 namespace coll {
 namespace {
@@ -28,7 +28,7 @@ class HierReduceScatter final : public HierGridAlgorithm {
   }
   OpKind kind() const override { return OpKind::ReduceScatter; }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     const HierGrid g = hierGrid(comm, a, kGridSlot);
     const HierPlace& p = g.place;
     TwoPhasePipeline pipe;

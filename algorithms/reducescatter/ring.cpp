@@ -21,7 +21,7 @@ class RingReduceScatter final : public Algorithm {
     return c.nranks() <= 1 ? 0 : ringStepsEstimate(c, c.figures<RingHops>().ring, static_cast<double>(bytes), true);
   }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     const size_t es = typeSize(a.dtype);
     const int n = comm.nranks(), r = comm.rank();
     if (n == 1) {

@@ -32,7 +32,7 @@ class TreeScatter final : public Algorithm {
     return c.nranks() <= 1 ? std::numeric_limits<double>::infinity() : binomialEstimate(c, static_cast<double>(bytes));
   }
 
-  void run(Comm& comm, const OpArgs& a) const override {
+  void run(Team& comm, const OpArgs& a) const override {
     const int n = comm.nranks(), r = comm.rank();
     const size_t block = a.count * typeSize(a.dtype);
     const char* in = static_cast<const char*>(a.sendbuf);

@@ -38,8 +38,8 @@ COLL_PARAM(kRankGpu, "COLL_RANK_GPU", "auto",
 
 namespace {
 
-Comm::HotParams hotParamsFrom(const Config& cfg) {
-  Comm::HotParams h;
+HotParams hotParamsFrom(const Config& cfg) {
+  HotParams h;
   const Backoff b(cfg);
   h.spinCount = b.spinCount();
   h.maxSleepUs = b.maxSleepUs();

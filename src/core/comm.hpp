@@ -22,6 +22,7 @@
 #include "topology/job.hpp"
 #include "topology/layout.hpp"
 #include "topology/netdev.hpp"
+#include "algorithms/team.hpp"
 #include "transport/transport.hpp"
 #include "tuning/select.hpp"
 
@@ -36,73 +37,53 @@ class Request;
 // are not point-to-point are passed over.
 void checkSelfPairs(int rank, const std::vector<const OpArgs*>& ops);
 
-class Comm {
+// The communicator: the Team its algorithms run on (algorithms/team.hpp says what each
+// of these means to them), plus what only it does: creation, the order of operations, the
+// worker thread, errors, abort and destroy.
+class Comm final : public Team {
  public:
   // Connects to the job named by `id` as `rank` of `nranks`. Collective over the ranks.
   // `cancel` (may be null): the waits for the other ranks fail once it turns true (the
   // parent's abort flag, for collCommSplit); it is no longer read once create returns.
   static std::unique_ptr<Comm> create(const UniqueIdData& id, int rank, int nranks,
                                       const std::atomic<bool>* cancel = nullptr);
-  ~Comm();
+  ~Comm() override;
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
+  // ---- the Team
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
+  const Config& config() const override { return cfg_; }
+  double timeoutSec() const override { return timeoutSec_; }
+  const HotParams& hot() const override { return hot_; }
+  const JobTopo& topology() const override { return topo_; }
+  const patterns::JobLayouts& layouts() const override;
+  const CostContext& costContext() const override;
+  const int* ringOrder() const override { return ringOrder_.empty() ? nullptr : ringOrder_.data(); }
+  int ringPosition() const override { return ringPos_; }
+  Link& link(int peer) override { return *links_[peer]; }
+  uint64_t currentCall() const override { return callSig_; }
+  void* scratch(size_t bytes, int slot = 0) override;
+  void checkHealth(const Deadline& deadline, const char* what, std::span<const int> waitedOn = {}) override;
+  // One operation: the common case, with no allocation and no queue lock when nothing
+  // nonblocking is queued.
+  void run(const OpArgs& op) override;
+
   // Set by abort(); communicators split from this one watch it while they form.
   const std::atomic<bool>& abortFlag() const { return aborted_; }
-  int rank() const { return rank_; }
-  int nranks() const { return nranks_; }
-  const Config& config() const { return cfg_; }
   Bootstrap& bootstrap() { return *boot_; }
   const std::vector<PeerInfo>& peers() const { return boot_->peers(); }
-  // Hosts, local ranks, leaders, path classes and ring order of this communicator.
-  const JobTopo& topology() const { return topo_; }
-  // The cost context the selector prices algorithms with, for algorithms that look up
-  // per-communicator figures of their own, and the layouts (ring, locality and host
-  // grid) the topology-aware algorithms follow; built on first use.
-  const CostContext& costContext() const;
   // The device algorithm for a device-buffer call of `kind`, or null for host staging
   // (Selector::deviceAlgorithm).
   const Algorithm* deviceAlgorithm(OpKind kind) const { return selector_->deviceAlgorithm(kind); }
-  const patterns::JobLayouts& layouts() const;
-  // The topology's ring order (ranks of a host together, NUMA/PCI/NIC locality; the
-  // same on every rank) for flat rings, or null when it is plain rank order.
-  const int* ringOrder() const { return ringOrder_.empty() ? nullptr : ringOrder_.data(); }
-  // This rank's position in that order (its rank when ringOrder() is null).
-  int ringPosition() const { return ringPos_; }
   uint64_t jobNonce() const { return id_.jobNonce; }
   const UniqueIdData& id() const { return id_; }
-  double timeoutSec() const { return timeoutSec_; }
-  // Tunables read on every operation, parsed once when the communicator is made (a
-  // Config lookup costs about as much as an 8-byte all-reduce over shared memory).
-  struct HotParams {
-    int spinCount = 2000;
-    int maxSleepUs = 200;
-    int lateYieldsToStop = 1;  // 4 where the job's own ranks oversubscribe the CPUs (wait.hpp)
-    size_t chunkBytes = 512 << 10;
-    int depth = 4;
-  };
-  const HotParams& hot() const { return hot_; }
 
   // Runs operations in issue order. Blocking calls run in the caller's thread unless
   // nonblocking work is queued ahead of them, in which case they queue too and wait.
   void run(std::vector<OpArgs> ops);
-  // One operation: the common case, with no allocation and no queue lock when nothing
-  // nonblocking is queued.
-  void run(const OpArgs& op);
   std::shared_ptr<Request> submit(std::vector<OpArgs> ops);
-
-  // For algorithms: the link to a peer (never self).
-  Link& link(int peer) { return *links_[peer]; }
-  // The signature (core/call_sig.hpp) of the call running now, which Progress stamps on
-  // every transfer it posts.
-  uint64_t currentCall() const { return callSig_; }
-  // Called by waiters that made no progress: backs off, enforces the deadline, notices
-  // aborts and failures reported by the bootstrap. Throws coll::Error.
-  // `waitedOn`: the peers the waiter has posted transfers to; a timeout names those whose
-  // transfers are still open.
-  void checkHealth(const Deadline& deadline, const char* what, std::span<const int> waitedOn = {});
-  // Scratch memory owned by the communicator (grown on demand, reused across calls).
-  void* scratch(size_t bytes, int slot = 0);
 
   // Error state: after a failed operation the links are out of step, so every later
   // operation fails fast with the first error.

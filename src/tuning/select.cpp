@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "algorithms/ring_stream.hpp"
-#include "core/comm.hpp"
+#include "algorithms/team.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -120,7 +120,7 @@ const Algorithm* Selector::deviceAlgorithm(OpKind kind) const {
   return nullptr;
 }
 
-const CostModel& Selector::model(const Comm& comm) const {
+const CostModel& Selector::model(const Team& comm) const {
   std::call_once(modelOnce_, [&] {
     const JobTopo& job = comm.topology();
     model_ = std::make_unique<CostModel>(job, CostParams::forJob(comm.config(), pipelineChunkBytes(comm), job));
@@ -154,7 +154,7 @@ const Algorithm* cheapest(const std::vector<Candidate>& cands) {
   return cands[best].algo;
 }
 
-std::vector<Candidate> Selector::candidates(const Comm& comm, const OpArgs& args) const {
+std::vector<Candidate> Selector::candidates(const Team& comm, const OpArgs& args) const {
   return candidatesFor(model(comm).context(), args);
 }
 
@@ -181,7 +181,7 @@ size_t Selector::choicesPriced() const {
   return choiceStore_.size();
 }
 
-const Algorithm& Selector::select(const Comm& comm, const OpArgs& args) const {
+const Algorithm& Selector::select(const Team& comm, const OpArgs& args) const {
   auto it = forced_.find(args.kind);
   if (it != forced_.end()) {
     if (it->second->supports(model(comm).context(), args)) return *it->second;
@@ -209,7 +209,7 @@ const Algorithm& Selector::select(const Comm& comm, const OpArgs& args) const {
   return algo;
 }
 
-const Algorithm& Selector::choose(const Comm& comm, const OpArgs& args) const {
+const Algorithm& Selector::choose(const Team& comm, const OpArgs& args) const {
   std::vector<Candidate> cands = candidates(comm, args);
   if (cands.empty()) COLL_THROW(collInternalError, "no algorithm supports ", opKindName(args.kind));
   // The cheapest estimate; ties and unknown costs go to the earlier table entry.

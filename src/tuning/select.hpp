@@ -41,18 +41,18 @@ class Selector {
   // or a COLL_TUNER_PLUGIN that cannot be loaded.
   explicit Selector(const Config& cfg);
   ~Selector();
-  const Algorithm& select(const Comm& comm, const OpArgs& args) const;
+  const Algorithm& select(const Team& comm, const OpArgs& args) const;
   // For a call on device buffers: the device algorithm of its collective (the first in
   // the table), or null for the host-staged path, which runs the host algorithms on
   // copies in host memory. COLL_ALGO forcing a host algorithm of the collective picks
   // the host-staged path; forcing a device algorithm picks it.
   const Algorithm* deviceAlgorithm(OpKind kind) const;
   // Every algorithm that supports the call, in table order, with the model's estimate.
-  std::vector<Candidate> candidates(const Comm& comm, const OpArgs& args) const;
+  std::vector<Candidate> candidates(const Team& comm, const OpArgs& args) const;
   // The communicator's cost model, built on first use (the communicator's topology does
   // not exist yet when it makes its selector). Throws collInvalidArgument for a tunable
   // it cannot parse.
-  const CostModel& model(const Comm& comm) const;
+  const CostModel& model(const Team& comm) const;
   bool hasTuner() const { return tuner_ != nullptr; }
   // Initialises the tuner plugin for the job (otherwise done on first use); false if
   // there is one and its init failed.
@@ -64,7 +64,7 @@ class Selector {
   // What the tuner plugin picks over a fixed grid of calls (every collective it tunes,
   // 1 B to 16 GiB, a few types and operations): per call, the picked algorithm's index
   // in algorithmTable(). Ranks compare these when a communicator forms.
-  std::vector<uint8_t> tunerProbe(const Comm& comm) const;
+  std::vector<uint8_t> tunerProbe(const Team& comm) const;
   // Call i of that grid in words: "allreduce of 64 bytes of float32 (sum)".
   static std::string tunerProbeCase(size_t i);
 
@@ -91,7 +91,7 @@ class Selector {
   mutable std::array<std::atomic<const CachedChoice*>, kChoiceSlots> choices_{};
   mutable std::mutex choiceMu_;  // guards choiceStore_ (inserts only)
   mutable std::vector<std::unique_ptr<CachedChoice>> choiceStore_;
-  const Algorithm& choose(const Comm& comm, const OpArgs& args) const;
+  const Algorithm& choose(const Team& comm, const OpArgs& args) const;
   mutable std::once_flag modelOnce_;
   mutable std::unique_ptr<CostModel> model_;
   std::unique_ptr<TunerPlugin> tuner_;

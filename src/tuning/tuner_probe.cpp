@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/comm.hpp"
+#include "algorithms/team.hpp"
 #include "core/error.hpp"
 #include "core/types.hpp"
 #include "tuning/select.hpp"
@@ -38,7 +38,7 @@ OpArgs probeCase(size_t i) {
 
 }  // namespace
 
-std::vector<uint8_t> Selector::tunerProbe(const Comm& comm) const {
+std::vector<uint8_t> Selector::tunerProbe(const Team& comm) const {
   const auto& table = algorithmTable();
   std::vector<uint8_t> picks(kCases);
   for (size_t i = 0; i < kCases; ++i) {

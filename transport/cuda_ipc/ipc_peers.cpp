@@ -8,7 +8,6 @@
 #include <cstring>
 #include <random>
 
-#include "core/comm.hpp"
 #include "core/log.hpp"
 #include "cuda/runtime.hpp"
 #include "transport/cuda_ipc/ipc_host.hpp"
@@ -37,29 +36,6 @@ void warnCuda(const char* call, cudaError_t e) {
 
 }  // namespace
 
-void hostAllGather(Comm& comm, const void* mine, void* all, size_t bytes) {
-  OpArgs a;
-  a.kind = OpKind::AllGather;
-  a.sendbuf = mine;
-  a.recvbuf = all;
-  a.count = bytes;
-  a.dtype = collUint8;
-  comm.run(a);
-}
-
-int firstFailedRank(Comm& comm, bool ok) {
-  int32_t v = ok ? INT32_MAX : comm.rank();
-  OpArgs a;
-  a.kind = OpKind::AllReduce;
-  a.sendbuf = &v;
-  a.recvbuf = &v;
-  a.count = 1;
-  a.dtype = collInt32;
-  a.op = collMin;
-  comm.run(a);
-  return v == INT32_MAX ? -1 : v;
-}
-
 IpcPeers::IpcPeers(int device, size_t bytes, int nranks)
     : device_(device),
       bytes_(bytes),
@@ -80,8 +56,8 @@ std::unique_ptr<IpcPeers> IpcPeers::allocate(int device, size_t bytes, int nrank
   return p;
 }
 
-bool IpcPeers::connect(Comm& comm) {
-  const int n = comm.nranks(), me = comm.rank();
+bool IpcPeers::connect(HostCollectives& host) {
+  const int n = host.nranks(), me = host.rank();
   const int device = device_;
   IpcScratchRecord mine;
   mine.rank = me;
@@ -97,7 +73,7 @@ bool IpcPeers::connect(Comm& comm) {
     setRecordError(mine, error_);
   }
   std::vector<IpcScratchRecord> all(static_cast<size_t>(n));
-  hostAllGather(comm, &mine, all.data(), sizeof mine);
+  host.allGather(&mine, all.data(), sizeof mine);
   for (int r = 0; r < n; ++r) validateRecord(all[static_cast<size_t>(r)], r);
   const std::string why = firstRecordFailure(all);
   if (!why.empty()) {
@@ -139,7 +115,7 @@ bool IpcPeers::connect(Comm& comm) {
     failure = e.what();
     COLL_WARN("CUDA IPC: rank %d cannot map its peers' scratch: %s", me, e.what());
   }
-  const int failed = firstFailedRank(comm, failure.empty());
+  const int failed = host.firstFailedRank(failure.empty());
   if (failed >= 0) {
     if (failure.empty()) COLL_WARN("CUDA IPC: rank %d cannot map its peers' scratch (see its log)", failed);
     return false;

@@ -12,9 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace coll {
-class Comm;
-}
+#include "transport/cuda_ipc/ipc_host.hpp"
 
 namespace coll::cuda {
 
@@ -26,11 +24,12 @@ class IpcPeers {
   // stream held until a job of this communicator finishes. Never throws: a failure is
   // kept and reported to the peers by connect().
   static std::unique_ptr<IpcPeers> allocate(int device, size_t bytes, int nranks);
-  // Collective over comm, on the executor's worker: every rank calls it with its own.
+  // Collective over the communicator's host collectives, on the executor's worker: every
+  // rank calls it with its own.
   // Exchanges the handles and maps the peers' scratch. False on every rank alike when
   // any rank could not allocate, export or map (each logs CUDA's reason); throws only
   // when the host collectives fail.
-  bool connect(Comm& comm);
+  bool connect(HostCollectives& host);
   // Closes the peers' mappings and frees the scratch. Every collective ends with the
   // ranks in step after their last read of a peer's scratch, so none is still reading.
   ~IpcPeers();

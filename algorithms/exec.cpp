@@ -10,7 +10,8 @@
 namespace coll {
 
 Progress::Progress(Team& comm, const char* what)
-    : comm_(comm), what_(what), call_(comm.currentCall()), backoff_(comm.hot().spinCount, comm.hot().maxSleepUs, comm.hot().lateYieldsToStop) {}
+    : comm_(comm), what_(what), call_(comm.currentCall()), backoff_(comm.hot().spinCount, comm.hot().maxSleepUs, &comm.yieldGate()),
+      avoidSharedCpu_(comm.hot().avoidSharedCpu) {}
 
 void Progress::touch(int peer) {
   if (std::find(touchedPeers_.begin(), touchedPeers_.end(), peer) != touchedPeers_.end()) return;
@@ -98,7 +99,7 @@ bool Progress::sharesCpuWithAwaitedPeer() {
 }
 
 void Progress::idle() {
-  if (!backoff_.shouldBlock() && ((backoff_.idleCount() + 1) & (Backoff::kYieldEvery - 1)) == 0 &&
+  if (avoidSharedCpu_ && !backoff_.shouldBlock() && ((backoff_.idleCount() + 1) & (Backoff::kYieldEvery - 1)) == 0 &&
       sharesCpuWithAwaitedPeer())
     backoff_.blockNow();
   // Once spinning has not paid, sleep on the links themselves so that data arriving

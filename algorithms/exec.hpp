@@ -97,6 +97,7 @@ class Progress {
   // microseconds, which the deadline then misses out of COLL_TIMEOUT seconds).
   std::optional<Deadline> deadline_;
   Backoff backoff_;
+  bool avoidSharedCpu_;
   SmallList<Link*, 8> links_;
   SmallList<int, 8> touchedPeers_;
   std::vector<pollfd> pollFds_;

@@ -19,15 +19,19 @@ class Config;
 class CostContext;
 class Deadline;
 class Link;
+class YieldGate;
 
 // Tunables read on every operation, parsed once when the communicator is made (a Config
 // lookup costs about as much as an 8-byte all-reduce over shared memory).
 struct HotParams {
   int spinCount = 2000;
   int maxSleepUs = 200;
-  int lateYieldsToStop = 1;  // 4 where the job's own ranks oversubscribe the CPUs (wait.hpp)
   size_t chunkBytes = 512 << 10;
   int depth = 4;
+  // A waiter whose peer last waited on its own CPU stops spinning and, again and again
+  // there, steps off that CPU (algorithms/exec.cpp). Off where the job's ranks outnumber
+  // their CPUs: there they share CPUs by design and take turns by yielding.
+  bool avoidSharedCpu = true;
 };
 
 class Team {
@@ -38,6 +42,8 @@ class Team {
   virtual const Config& config() const = 0;
   virtual double timeoutSec() const = 0;
   virtual const HotParams& hot() const = 0;
+  // Whether its waiters yield now (core/wait.hpp), shared by all of them.
+  virtual YieldGate& yieldGate() = 0;
   // Hosts, local ranks, leaders, path classes and ring order of the job.
   virtual const JobTopo& topology() const = 0;
   // The layouts (ring, locality and host grid) the topology-aware algorithms follow, and

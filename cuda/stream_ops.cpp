@@ -402,7 +402,7 @@ void StreamExecutor::finishCopiesOut(Job& job, size_t copiesOut) {
 void StreamExecutor::waitEvent(StreamBackend::Event ev, double timeoutSec, const char* what,
                                bool abortable) {
   Deadline deadline(timeoutSec);
-  Backoff backoff(opts_.spinCount, opts_.maxSleepUs);
+  Backoff backoff(opts_.spinCount, opts_.maxSleepUs, &yields_);
   while (!backend_->eventDone(ev)) {
     if (abortable && abandon_) COLL_THROW(collInvalidUsage, "communicator destroyed while waiting for ", what);
     if (deadline.expired()) COLL_THROW(collTimeout, "waited ", timeoutSec, " s for ", what);

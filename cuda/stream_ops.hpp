@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/wait.hpp"
 #include "core/error.hpp"
 #include "cuda/staging_pool.hpp"
 #include "cuda/stream_backend.hpp"
@@ -139,6 +140,7 @@ class StreamExecutor {
   std::shared_ptr<StreamBackend> backend_;
   std::shared_ptr<Shared> shared_;
   StreamOptions opts_;
+  YieldGate yields_;  // its event waits' own (core/wait.hpp)
   std::shared_ptr<PinnedPool> pool_;
   std::map<int, void*> copyStreams_;  // worker thread only, until the destructor
   std::mutex ownMu_;

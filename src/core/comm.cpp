@@ -90,6 +90,7 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks,
     // plugin fail (a plugin missing on one host) tells the others instead of leaving them waiting
     // for it until COLL_TIMEOUT.
     c->hot_ = hotParamsFrom(c->cfg_);
+    c->yields_ = YieldGate::fromConfig(c->cfg_, 1);
     c->selector_ = std::make_unique<Selector>(c->cfg_);
     checkConfigAgrees(*c->boot_, c->cfg_);
     c->discoverTopology();
@@ -212,7 +213,8 @@ void Comm::discoverTopology() {
     if (kernel ? topo_.placement(r).kernelId == kernel : topo_.hostOf(r) == topo_.hostOf(rank_))
       mine.push_back(r);
   if (oversubscription(subJob(topo_, mine)) > 1.0) {
-    hot_.lateYieldsToStop = 4;
+    yields_ = YieldGate::fromConfig(cfg_, 4);
+    hot_.avoidSharedCpu = false;
     if (!cfg_.isSet("COLL_SPIN_COUNT")) hot_.spinCount = 0;
   }
 }

@@ -19,6 +19,7 @@
 #include "collective.h"
 #include "core/config.hpp"
 #include "core/op.hpp"
+#include "core/wait.hpp"
 #include "topology/job.hpp"
 #include "topology/layout.hpp"
 #include "topology/netdev.hpp"
@@ -57,6 +58,7 @@ class Comm final : public Team {
   const Config& config() const override { return cfg_; }
   double timeoutSec() const override { return timeoutSec_; }
   const HotParams& hot() const override { return hot_; }
+  YieldGate& yieldGate() override { return yields_; }
   const JobTopo& topology() const override { return topo_; }
   const patterns::JobLayouts& layouts() const override;
   const CostContext& costContext() const override;
@@ -115,6 +117,7 @@ class Comm final : public Team {
   // Requests in queue_ (changed under queueMu_): lets a blocking call skip that lock.
   std::atomic<size_t> pending_{0};
   HotParams hot_;
+  YieldGate yields_;
   std::vector<int> ringOrder_;
   int ringPos_ = 0;
   Config cfg_;

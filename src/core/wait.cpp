@@ -18,15 +18,12 @@ namespace coll {
 COLL_PARAM(kSpinCount, "COLL_SPIN_COUNT", "2000", "idle polls spent spinning before a waiter yields");
 COLL_PARAM(kMaxSleepUs, "COLL_WAIT_MAX_SLEEP_US", "200", "longest sleep of an idle waiter, in microseconds");
 COLL_PARAM(kLateYieldUs, "COLL_WAIT_LATE_YIELD_US", "500",
-           "a sched_yield that returns later than this (another process held the CPU; 4 in a row where the job's ranks outnumber the CPUs) turns yielding off in this process for 1 s: waiters then sleep in the kernel instead; 0 never turns it off");
+           "a sched_yield that returns later than this (another process held the CPU; 4 in a row where the job's ranks outnumber the CPUs) turns yielding off for the communicator for 1 s: waiters then sleep in the kernel instead; 0 never turns it off");
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int64_t kYieldsOffNs = 1'000'000'000;  // how long one late yield turns them off
-std::atomic<int64_t> lateYieldNs{500'000};
-std::atomic<int64_t> yieldsOffUntil{0};  // steady clock, ns; 0: never turned off
-std::atomic<int> lateInARow{0};
+constexpr int64_t kYieldsOffNs = 1'000'000'000;  // how long late yields turn them off
 
 int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
@@ -34,38 +31,41 @@ int64_t nowNs() {
 
 }  // namespace
 
-bool Backoff::yieldsHelp() {
-  const int64_t until = yieldsOffUntil.load(std::memory_order_relaxed);
+YieldGate YieldGate::fromConfig(const Config& cfg, int lateInARowToStop) {
+  const int64_t late = cfg.getInt(kLateYieldUs);
+  COLL_CHECK_ARG(late >= 0, kLateYieldUs, "=", late, " must not be negative");
+  return YieldGate(late, lateInARowToStop);
+}
+
+bool YieldGate::open() const {
+  const int64_t until = offUntilNs_.load(std::memory_order_relaxed);
   return until == 0 || nowNs() >= until;
 }
 
-void Backoff::noteYield(int64_t tookNs, int lateInARowToStop) {
-  const int64_t late = lateYieldNs.load(std::memory_order_relaxed);
-  if (late <= 0 || tookNs <= late) {
-    lateInARow.store(0, std::memory_order_relaxed);
+void YieldGate::note(int64_t tookNs) {
+  if (!closes() || tookNs <= lateNs_) {
+    lateInARow_.store(0, std::memory_order_relaxed);
     return;
   }
-  if (lateInARowToStop > 0 && lateInARow.fetch_add(1, std::memory_order_relaxed) + 1 >= lateInARowToStop) {
-    lateInARow.store(0, std::memory_order_relaxed);
-    yieldsOffUntil.store(nowNs() + kYieldsOffNs, std::memory_order_relaxed);
+  if (lateInARow_.fetch_add(1, std::memory_order_relaxed) + 1 >= toStop_) {
+    lateInARow_.store(0, std::memory_order_relaxed);
+    offUntilNs_.store(nowNs() + kYieldsOffNs, std::memory_order_relaxed);
   }
 }
 
-void Backoff::setLateYieldUs(int64_t us) { lateYieldNs.store(us > 0 ? us * 1000 : 0, std::memory_order_relaxed); }
-
-void Backoff::resetYields() {
-  yieldsOffUntil.store(0, std::memory_order_relaxed);
-  lateInARow.store(0, std::memory_order_relaxed);
+void YieldGate::reset() {
+  offUntilNs_.store(0, std::memory_order_relaxed);
+  lateInARow_.store(0, std::memory_order_relaxed);
 }
 
 void Backoff::yieldTimed() {
-  if (lateToStop_ <= 0) {
+  if (!gate_ || !gate_->closes()) {
     sched_yield();
     return;
   }
   const int64_t t0 = nowNs();
   sched_yield();
-  noteYield(nowNs() - t0, lateToStop_);
+  gate_->note(nowNs() - t0);
 }
 
 int currentCpu() {
@@ -112,11 +112,7 @@ int Deadline::remainingMs() const {
 }
 
 Backoff::Backoff(const Config& cfg)
-    : Backoff(static_cast<int>(cfg.getInt(kSpinCount)), static_cast<int>(cfg.getInt(kMaxSleepUs))) {
-  const int64_t late = cfg.getInt(kLateYieldUs);
-  COLL_CHECK_ARG(late >= 0, kLateYieldUs, "=", late, " must not be negative");
-  setLateYieldUs(late);
-}
+    : Backoff(static_cast<int>(cfg.getInt(kSpinCount)), static_cast<int>(cfg.getInt(kMaxSleepUs))) {}
 
 void Backoff::idle() {
   ++n_;
@@ -126,7 +122,7 @@ void Backoff::idle() {
     // it runs at once, instead of after our whole spin; otherwise sched_yield returns
     // at once. Without it two ranks on two cores sometimes shared one for tens of ms,
     // every operation then costing a whole spin.
-    // Every kYieldEvery-th poll reads the clock (yieldsHelp) and maybe yields; the
+    // Every kYieldEvery-th poll reads the clock (YieldGate::open) and maybe yields; the
     // other polls cost nothing more than before.
     if ((n_ & (kYieldEvery - 1)) == 0 && yieldNow()) {
       yieldTimed();

@@ -8,16 +8,17 @@
 // to a process that computes (a data loader, a compiler) a yield hands it the CPU until
 // the scheduler's next tick, milliseconds, while our peer, also yielding, waits behind
 // it the same way. So every yield is timed; one that comes back later than
-// COLL_WAIT_LATE_YIELD_US turns yielding off in the whole process for a second: waiters
+// COLL_WAIT_LATE_YIELD_US turns yielding off for the communicator for a second: waiters
 // then spin and go straight to sleeping in the kernel (futex, poll), from which the
 // data's arrival wakes them at once, ahead of the busy process. Where the job's own
-// ranks outnumber the CPUs it takes 4 late yields in a row (HotParams::lateYieldsToStop):
+// ranks outnumber the CPUs it takes 4 late yields in a row (YieldGate's lateInARowToStop):
 // there yielding is how the ranks take turns, one of them keeps the CPU for a tick now
 // and then (late yields of 0.2-4 ms between 4 ranks on 2 cores, the odd one at a time),
 // and sleeping instead made their small messages 10x slower; next to a busy process
 // nearly every yield is late.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 
@@ -48,13 +49,49 @@ class Deadline {
   Clock::time_point when_;
 };
 
+// Whether yielding helps the waiters of one communicator now. A yield that comes back
+// later than the threshold (lateInARowToStop of them in a row) means a process that does
+// not yield holds the CPU, so yields are turned off for a second; waiters then spin and
+// block in the kernel instead. Every communicator has its own (its COLL_WAIT_LATE_YIELD_US
+// and its oversubscription decide), shared by its waiters. Thread-safe.
+class YieldGate {
+ public:
+  // lateUs 0: yields are never turned off. lateInARowToStop 0: neither.
+  explicit YieldGate(int64_t lateUs = 500, int lateInARowToStop = 1)
+      : lateNs_(lateUs > 0 ? lateUs * 1000 : 0), toStop_(lateInARowToStop) {}
+  // COLL_WAIT_LATE_YIELD_US from cfg (collInvalidArgument when negative).
+  static YieldGate fromConfig(const Config& cfg, int lateInARowToStop);
+  YieldGate(const YieldGate& o) : lateNs_(o.lateNs_), toStop_(o.toStop_) {}
+  YieldGate& operator=(const YieldGate& o) {
+    lateNs_ = o.lateNs_;
+    toStop_ = o.toStop_;
+    reset();
+    return *this;
+  }
+  // Whether waiters yield now.
+  bool open() const;
+  // Whether this gate can close at all (a late threshold and a count are set).
+  bool closes() const { return lateNs_ > 0 && toStop_ > 0; }
+  // Records how long a yield took.
+  void note(int64_t tookNs);
+  // Opens it again now (tests).
+  void reset();
+
+ private:
+  int64_t lateNs_;
+  int toStop_;
+  std::atomic<int64_t> offUntilNs_{0};  // steady clock; 0: open
+  std::atomic<int> lateInARow_{0};
+};
+
 class Backoff {
  public:
   static constexpr int kYieldEvery = 32;  // spins between two sched_yield calls (power of 2)
   static constexpr int kTightSpins = 128;  // first spins without a pause between polls
-  // lateYieldsToStop: late yields in a row that turn yields off (0: never).
-  Backoff(int spinCount = 2000, int maxSleepUs = 200, int lateYieldsToStop = 1)
-      : spin_(spinCount), maxSleepUs_(maxSleepUs), lateToStop_(lateYieldsToStop) {}
+  // gate: the communicator's; null yields always (and never times its yields).
+  Backoff(int spinCount = 2000, int maxSleepUs = 200, YieldGate* gate = nullptr)
+      : spin_(spinCount), maxSleepUs_(maxSleepUs), gate_(gate) {}
+  // COLL_SPIN_COUNT and COLL_WAIT_MAX_SLEEP_US from cfg.
   explicit Backoff(const Config& cfg);
   // Call after a progress attempt that moved nothing.
   void idle();
@@ -69,15 +106,6 @@ class Backoff {
   // Past the spinning and yielding phases: a waiter may block (poll, futex) instead.
   bool shouldBlock() const { return n_ > spin_ + kYields; }
   static constexpr int kYields = 64;  // sched_yield calls between spinning and blocking
-  // Whether yields are on in this process now (off for a while after late ones).
-  static bool yieldsHelp();
-  // Records how long a yield took; the lateInARow-th late one in a row turns yields off.
-  // Exposed for tests.
-  static void noteYield(int64_t tookNs, int lateInARow = 1);
-  // The late-yield threshold (COLL_WAIT_LATE_YIELD_US; 0: yields are never turned off).
-  static void setLateYieldUs(int64_t us);
-  // Turns yields back on now (tests).
-  static void resetYields();
   // How long one blocking wait may last, in microseconds.
   int maxSleepUs() const { return maxSleepUs_; }
   // Counts an idle call like idle() and returns the sleep it would take (growing the
@@ -88,11 +116,11 @@ class Backoff {
 
  private:
   void yieldTimed();
-  bool yieldNow() const { return lateToStop_ <= 0 || yieldsHelp(); }
+  bool yieldNow() const { return !gate_ || gate_->open(); }
 
   int spin_;
   int maxSleepUs_;
-  int lateToStop_;
+  YieldGate* gate_;
   int n_ = 0;
   int sleepUs_ = 1;
 };

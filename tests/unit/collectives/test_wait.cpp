@@ -12,9 +12,8 @@ namespace coll {
 namespace {
 
 TEST(Backoff, SpinsYieldsThenSleepsDoublingToTheCap) {
-  Backoff::resetYields();
-  Backoff::setLateYieldUs(0);  // a slow yield on a busy machine must not change the schedule
-  Backoff b(10, 50);
+  YieldGate never(0);  // a slow yield on a busy machine must not change the schedule
+  Backoff b(10, 50, &never);
   for (int i = 0; i < 10 + 64; ++i) {
     EXPECT_FALSE(b.shouldBlock()) << "call " << i;
     b.idle();
@@ -33,7 +32,6 @@ TEST(Backoff, SpinsYieldsThenSleepsDoublingToTheCap) {
   b.reset();
   EXPECT_EQ(b.idleCount(), 0);
   EXPECT_FALSE(b.shouldBlock());
-  Backoff::setLateYieldUs(500);
 }
 
 // A late yield (another process held the CPU) turns yielding off: the waiter goes from
@@ -41,26 +39,24 @@ TEST(Backoff, SpinsYieldsThenSleepsDoublingToTheCap) {
 // so does a late one when the threshold is 0. Where the job oversubscribes the CPUs it
 // takes 4 late ones in a row.
 TEST(Backoff, ALateYieldSendsWaitersStraightToBlocking) {
-  Backoff::resetYields();
-  Backoff::setLateYieldUs(500);
-  Backoff::noteYield(400'000);  // 400 us: a peer that yielded back
-  EXPECT_TRUE(Backoff::yieldsHelp());
-  Backoff::setLateYieldUs(0);
-  Backoff::noteYield(50'000'000);
-  EXPECT_TRUE(Backoff::yieldsHelp()) << "COLL_WAIT_LATE_YIELD_US=0 keeps yields on";
+  YieldGate one(500, 1);
+  one.note(400'000);  // 400 us: a peer that yielded back
+  EXPECT_TRUE(one.open());
+  YieldGate never(0, 1);
+  never.note(50'000'000);
+  EXPECT_TRUE(never.open()) << "COLL_WAIT_LATE_YIELD_US=0 keeps yields on";
 
-  Backoff::setLateYieldUs(500);
-  for (int i = 0; i < 3; ++i) Backoff::noteYield(4'000'000, 4);  // 4 ms: a tick behind a busy process
-  EXPECT_TRUE(Backoff::yieldsHelp()) << "an oversubscribed job's rank may keep the CPU a tick";
-  Backoff::noteYield(100'000, 4);  // a fast one in between starts the count again
-  for (int i = 0; i < 3; ++i) Backoff::noteYield(4'000'000, 4);
-  EXPECT_TRUE(Backoff::yieldsHelp());
-  Backoff::noteYield(4'000'000, 4);  // the fourth in a row
-  EXPECT_FALSE(Backoff::yieldsHelp());
-  Backoff::resetYields();
-  Backoff::noteYield(4'000'000);  // otherwise one is enough
-  EXPECT_FALSE(Backoff::yieldsHelp());
-  Backoff b(10, 50);
+  YieldGate four(500, 4);
+  for (int i = 0; i < 3; ++i) four.note(4'000'000);  // 4 ms: a tick behind a busy process
+  EXPECT_TRUE(four.open()) << "an oversubscribed job's rank may keep the CPU a tick";
+  four.note(100'000);  // a fast one in between starts the count again
+  for (int i = 0; i < 3; ++i) four.note(4'000'000);
+  EXPECT_TRUE(four.open());
+  four.note(4'000'000);  // the fourth in a row
+  EXPECT_FALSE(four.open());
+  one.note(4'000'000);  // otherwise one is enough
+  EXPECT_FALSE(one.open());
+  Backoff b(10, 50, &one);
   for (int i = 0; i < 10; ++i) {
     EXPECT_FALSE(b.shouldBlock()) << "call " << i;
     b.idle();
@@ -69,28 +65,39 @@ TEST(Backoff, ALateYieldSendsWaitersStraightToBlocking) {
   b.idle();  // would have been the first of 64 yields
   EXPECT_TRUE(b.shouldBlock());
   // Yields come back on by themselves (after 1 s) or here by hand; the next waiter yields.
-  Backoff::resetYields();
-  EXPECT_TRUE(Backoff::yieldsHelp());
-  Backoff c(0, 50);
+  one.reset();
+  EXPECT_TRUE(one.open());
+  Backoff c(0, 50, &one);
   c.idle();
   EXPECT_FALSE(c.shouldBlock());
-  // A waiter that never stops yielding (lateYieldsToStop 0) yields while they are off.
-  Backoff::noteYield(4'000'000);
-  EXPECT_FALSE(Backoff::yieldsHelp());
-  Backoff d(0, 50, /*lateYieldsToStop=*/0);
+  // A waiter without a gate never stops yielding.
+  one.note(4'000'000);
+  EXPECT_FALSE(one.open());
+  Backoff d(0, 50);
   d.idle();
   EXPECT_FALSE(d.shouldBlock()) << "this waiter still yields";
-  Backoff::resetYields();
-  Backoff::setLateYieldUs(500);
+}
+
+// Each communicator has its own gate: one that saw late yields leaves another's open
+// (a single process-wide state used to let the last communicator's setting win).
+TEST(Backoff, GatesOfTwoCommunicatorsAreApart) {
+  YieldGate a(500, 1), b(0, 1);
+  a.note(4'000'000);
+  b.note(4'000'000);
+  EXPECT_FALSE(a.open());
+  EXPECT_TRUE(b.open());
+  YieldGate copy = a;  // a copy starts open, with the same settings
+  EXPECT_TRUE(copy.open());
+  copy.note(4'000'000);
+  EXPECT_FALSE(copy.open());
 }
 
 TEST(Backoff, YieldsComeBackOnAfterASecond) {
-  Backoff::resetYields();
-  Backoff::setLateYieldUs(500);
-  Backoff::noteYield(4'000'000);
-  EXPECT_FALSE(Backoff::yieldsHelp());
+  YieldGate g(500, 1);
+  g.note(4'000'000);
+  EXPECT_FALSE(g.open());
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
-  EXPECT_TRUE(Backoff::yieldsHelp());
+  EXPECT_TRUE(g.open());
 }
 
 TEST(Deadline, ExpiresAndReportsWhatIsLeft) {

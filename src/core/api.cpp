@@ -20,12 +20,10 @@ UniqueIdData makeUniqueIdNear(const sockaddr_storage* near) {
   UniqueIdData id;
   randomSecret(id.secret, kSecretBytes);
   randomSecret(reinterpret_cast<uint8_t*>(&id.jobNonce), sizeof(id.jobNonce));
-  const char* ifname = getenv("COLL_SOCKET_IFNAME");
-  std::string spec = ifname ? ifname : "";
+  const Config cfg = Config::fromEnv();
+  const std::string& spec = cfg.getStr("COLL_SOCKET_IFNAME");
   sockaddr_storage addr = near ? chooseLocalAddrFor(*near, spec) : chooseLocalAddr(spec);
-  const char* t = getenv("COLL_TIMEOUT");
-  double timeout = t ? atof(t) : 300;
-  id.root = RendezvousRoot::start(addr, 0, id.secret, timeout > 0 ? timeout : 300);
+  id.root = RendezvousRoot::start(addr, 0, id.secret, timeoutSecOf(cfg));
   return id;
 }
 
@@ -200,9 +198,7 @@ COLL_EXPORT collResult_t collCommInitFromEnv(collComm_t* comm) {
     COLL_CHECK_ARG(comm, "comm is NULL");
     *comm = nullptr;
     EnvLaunch env;
-    const char* t = getenv("COLL_TIMEOUT");
-    double timeout = t && atof(t) > 0 ? atof(t) : 300;
-    if (!detectEnvLaunch(&env, timeout)) {
+    if (!detectEnvLaunch(&env, timeoutSecOf(Config::fromEnv()))) {
       // Started on its own, as MPI's singletons are: a job of one rank.
       COLL_INFO("collCommInitFromEnv: no launcher environment (collectiverun, mpirun, srun): "
                 "running as rank 0 of 1");

@@ -67,6 +67,15 @@ void printBannerOnce(const Comm& comm, const std::string& transports) {
 
 }  // namespace
 
+double timeoutSecOf(const Config& cfg) {
+  const double t = static_cast<double>(cfg.getInt(kTimeout));
+  COLL_CHECK_ARG(t > 0, "COLL_TIMEOUT must be positive (got ", t, ")");
+  // Waits run twice the timeout through std::chrono in nanoseconds: much beyond 1e9 s that
+  // overflows, and every wait returned at once as timed out (Deadline caps there too).
+  COLL_CHECK_ARG(t <= 1e9, "COLL_TIMEOUT must be at most 1000000000 seconds (got ", cfg.getStr(kTimeout), ")");
+  return t;
+}
+
 const CostContext& Comm::costContext() const { return selector_->model(*this).context(); }
 const patterns::JobLayouts& Comm::layouts() const { return selector_->model(*this).layouts(); }
 
@@ -77,12 +86,7 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks,
   c->nranks_ = nranks;
   c->id_ = id;
   c->cfg_ = Config::fromEnv();
-  c->timeoutSec_ = static_cast<double>(c->cfg_.getInt(kTimeout));
-  COLL_CHECK_ARG(c->timeoutSec_ > 0, "COLL_TIMEOUT must be positive (got ", c->timeoutSec_, ")");
-  // Waits run twice the timeout through std::chrono in nanoseconds: much beyond 1e9 s that
-  // overflows, and every wait returned at once as timed out (Deadline caps there too).
-  COLL_CHECK_ARG(c->timeoutSec_ <= 1e9, "COLL_TIMEOUT must be at most 1000000000 seconds (got ",
-                 c->cfg_.getStr(kTimeout), ")");
+  c->timeoutSec_ = timeoutSecOf(c->cfg_);
   c->boot_ = Bootstrap::connect(id, rank, nranks, c->timeoutSec_, cancel);
   c->cancelForming_ = cancel;
   try {
@@ -176,12 +180,12 @@ void Comm::discoverTopology() {
   // Keyed by COLL_TOPO_FILE, the one input that can change between communicators.
   static std::mutex mu;
   static std::map<std::string, HostTopo> cache;
-  const char* file = getenv("COLL_TOPO_FILE");
+  const std::string& file = cfg_.getStr("COLL_TOPO_FILE");
   HostTopo local;
   {
     std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(file ? file : "");
-    if (it == cache.end()) it = cache.emplace(file ? file : "", discoverLocal(cfg_)).first;
+    auto it = cache.find(file);
+    if (it == cache.end()) it = cache.emplace(file, discoverLocal(cfg_)).first;
     local = it->second;
   }
   localNet_ = interHostInterface();

@@ -38,6 +38,9 @@ class Request;
 // are not point-to-point are passed over.
 void checkSelfPairs(int rank, const std::vector<const OpArgs*>& ops);
 
+// COLL_TIMEOUT from cfg, in seconds; collInvalidArgument outside (0, 1e9].
+double timeoutSecOf(const Config& cfg);
+
 // The communicator: the Team its algorithms run on (algorithms/team.hpp says what each
 // of these means to them), plus what only it does: creation, the order of operations, the
 // worker thread, errors, abort and destroy.

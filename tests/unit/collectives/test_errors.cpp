@@ -365,14 +365,18 @@ TEST(Errors, JobWideTunablesMustAgree) {
 
 // COLL_TIMEOUT so large that twice it overflows std::chrono's nanoseconds made every wait
 // return at once as timed out (collWait failed while the operation went on running).
+// collGetUniqueId, whose rendezvous root waits under the same bound, refuses it as well.
 TEST(Errors, TimeoutTooLargeIsRefused) {
-  for (const char* t : {"9999999999", "99999999999999999999"}) {
-    ScopedEnv timeout("COLL_TIMEOUT", t);
+  for (const char* t : {"9999999999", "99999999999999999999", "0", "-5"}) {
     collUniqueId id;
     ASSERT_EQ(collGetUniqueId(&id), collSuccess);
+    ScopedEnv timeout("COLL_TIMEOUT", t);
+    collUniqueId refused;
+    EXPECT_EQ(collGetUniqueId(&refused), collInvalidArgument) << t;
+    EXPECT_TRUE(mentions(collGetLastError(nullptr), "COLL_TIMEOUT must be")) << collGetLastError(nullptr);
     collComm_t c = nullptr;
     EXPECT_EQ(collCommInitRank(&c, 1, id, 0), collInvalidArgument) << t;
-    EXPECT_TRUE(mentions(collGetLastError(nullptr), "COLL_TIMEOUT must be at most")) << collGetLastError(nullptr);
+    EXPECT_TRUE(mentions(collGetLastError(nullptr), "COLL_TIMEOUT must be")) << collGetLastError(nullptr);
     if (c) collCommDestroy(c);
   }
 }

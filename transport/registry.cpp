@@ -1,6 +1,8 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
+#include "transport/net/net_backend.hpp"
 #include "transport/transport.hpp"
 
 namespace coll {
@@ -22,6 +24,20 @@ bool needsNetOffers(const std::string& mode, const std::vector<std::string>& hos
   for (const auto& h : hostIds)
     if (h != hostIds.front()) return true;
   return false;
+}
+
+TransportChoice planTransports(const TransportContext& ctx, const std::string& mode,
+                               const std::vector<std::string>& hostnames) {
+  std::vector<std::string> netBackends, netWhy;
+  if (needsNetOffers(mode, ctx.hostIds)) {
+    for (const net::Offer& o : net::exchangeOffers(ctx.bootstrap, *ctx.cfg)) {
+      netBackends.push_back(o.backend);
+      netWhy.push_back(o.why);
+    }
+    if (mode == "auto" && ctx.rank == 0 && netBackends[0].empty())
+      COLL_INFO("net: not used across hosts (%s); using tcp", netWhy[0].c_str());
+  }
+  return chooseTransports(mode, ctx.rank, ctx.hostIds, hostnames, netBackends, netWhy);
 }
 
 TransportChoice chooseTransports(const std::string& mode, int rank, const std::vector<std::string>& hostIds,

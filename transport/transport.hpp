@@ -75,7 +75,7 @@ struct Xfer {
   // it, and a receive whose incoming message carries another fails with
   // collInvalidUsage naming both calls. 0: not stamped (matches anything).
   uint64_t call = 0;
-  XferHints hints;
+  XferHints hints = {};
   // Sends: when it was posted, where the transport times its deliveries (shm links that
   // choose the way by measurement); the transport's own.
   uint64_t postedNs = 0;
@@ -175,5 +175,11 @@ TransportChoice chooseTransports(const std::string& mode, int rank, const std::v
                                  const std::vector<std::string>& netWhy);
 // Whether chooseTransports needs the net offers: some rank may use net.
 bool needsNetOffers(const std::string& mode, const std::vector<std::string>& hostIds);
+// chooseTransports for ctx.rank under COLL_TRANSPORT=`mode`, with the ranks' network
+// backend offers, which it first exchanges over ctx.bootstrap where some rank may use one
+// (every rank decides alike whether that exchange happens; collective: every rank calls
+// it). hostnames: per rank, for messages.
+TransportChoice planTransports(const TransportContext& ctx, const std::string& mode,
+                               const std::vector<std::string>& hostnames);
 
 }  // namespace coll

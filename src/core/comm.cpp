@@ -22,7 +22,6 @@
 #include "topology/exchange.hpp"
 #include "topology/job.hpp"
 #include "topology/topology.hpp"
-#include "transport/net/net_backend.hpp"
 #include "tuning/cost_model.hpp"
 #if COLL_HAVE_CUDA
 #include "cuda/runtime.hpp"
@@ -244,19 +243,8 @@ void Comm::connectTransports() {
     ctx.pids.push_back(p.pid);
     hostnames.push_back(p.hostname);
   }
-  // Which transport serves each peer. The rule is symmetric, so both ends agree; where a
-  // network backend may serve ranks on other hosts, the ranks first tell each other
-  // which one they have (every rank decides alike whether that exchange happens).
-  std::vector<std::string> netBackends, netWhy;
-  if (needsNetOffers(mode, ctx.hostIds)) {
-    for (const net::Offer& o : net::exchangeOffers(boot_.get(), cfg_)) {
-      netBackends.push_back(o.backend);
-      netWhy.push_back(o.why);
-    }
-    if (mode == "auto" && rank_ == 0 && netBackends[0].empty())
-      COLL_INFO("net: not used across hosts (%s); using tcp", netWhy[0].c_str());
-  }
-  TransportChoice tc = chooseTransports(mode, rank_, ctx.hostIds, hostnames, netBackends, netWhy);
+  // Which transport serves each peer. The rule is symmetric, so both ends agree.
+  TransportChoice tc = planTransports(ctx, mode, hostnames);
   topo_.setNetPaths(tc.netPaths);  // before the cost model is first built (on the first call)
   const std::vector<std::string>& choice = tc.perPeer;
   links_.resize(nranks_);

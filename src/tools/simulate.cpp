@@ -88,9 +88,9 @@ void printSimulation(std::ostream& os, const HostTopo& host, const Config& cfg, 
   const OpKind kinds[] = {OpKind::AllReduce, OpKind::Broadcast,     OpKind::Reduce, OpKind::AllGather,
                           OpKind::ReduceScatter, OpKind::AllToAll, OpKind::Gather, OpKind::Scatter};
   char buf[96];
-  os << "simulated job: " << spec.nranks << " ranks on " << spec.hosts << " hosts ("
-     << spec.nranks / spec.hosts << (spec.nranks % spec.hosts ? "-" + std::to_string(spec.nranks / spec.hosts + 1) : "")
-     << " per host), each host like " << host.hostname << " (" << host.source << ")\n";
+  os << "simulated job: " << spec.nranks << " ranks on " << spec.hosts << " hosts (" << spec.nranks / spec.hosts;
+  if (spec.nranks % spec.hosts) os << "-" << spec.nranks / spec.hosts + 1;
+  os << " per host), each host like " << host.hostname << " (" << host.source << ")\n";
   os << "algorithm picked and predicted time per call (float32; count as the C API takes it; us, m = ms, s = s):\n";
   snprintf(buf, sizeof buf, "  %-14s", "count");
   os << buf;

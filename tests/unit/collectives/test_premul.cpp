@@ -229,7 +229,7 @@ TEST(PreMulErrors, CreateArguments) {
   EXPECT_EQ(collRedOpCreatePreMulSum(&op, nullptr, collFloat64, collScalarHostImmediate, c), collInvalidArgument);
   EXPECT_TRUE(mentions(collGetLastError(c), "scalar is NULL")) << collGetLastError(c);
   EXPECT_EQ(collRedOpCreatePreMulSum(&op, &s, collNumTypes, collScalarHostImmediate, c), collInvalidArgument);
-  EXPECT_TRUE(mentions(collGetLastError(c), "datatype 10 is not a valid collDataType_t")) << collGetLastError(c);
+  EXPECT_TRUE(mentions(collGetLastError(c), "datatype 12 is not a valid collDataType_t")) << collGetLastError(c);
   EXPECT_EQ(collRedOpCreatePreMulSum(&op, &s, static_cast<collDataType_t>(-1), collScalarHostImmediate, c),
             collInvalidArgument);
   EXPECT_EQ(collRedOpCreatePreMulSum(&op, &s, collFloat64, static_cast<collScalarResidence_t>(7), c),

@@ -55,6 +55,14 @@ double parseDouble(const std::string& flag, const std::string& value) {
   return v;
 }
 
+// -R: 0 or 1; nccl-tests' 2 (symmetric registration) has no counterpart here.
+bool parseRegister(const std::string& flag, const std::string& value) {
+  if (value == "2")
+    throw UsageError(flag + " 2: symmetric registration is not supported; -R 1 takes the"
+                     " buffers from collMemAlloc (memory same-host peers map)");
+  return parseInt(flag, value, 0, 1) == 1;
+}
+
 struct Flag {
   char shortName;
   const char* longName;
@@ -83,7 +91,7 @@ const std::vector<Flag>& flags() {
          o.warmupGiven = true;
        }},
       {'c', "check", [](Options& o, auto& f, auto& v) {
-         o.check = static_cast<int>(parseInt(f, v, 0, 1));
+         o.check = static_cast<int>(parseInt(f, v, 0, 1000));
        }},
       {'d', "datatype", [](Options& o, auto& f, auto& v) {
          o.types.clear();
@@ -106,7 +114,7 @@ const std::vector<Flag>& flags() {
          o.root = o.allRoots ? 0 : static_cast<int>(parseInt(f, v, 0, kIntMax));
        }},
       {'z', "blocking", [](Options& o, auto& f, auto& v) {
-         o.blocking = static_cast<int>(parseInt(f, v, 0, 1));
+         o.blocking = static_cast<int>(parseInt(f, v, 0, 3));
        }},
       {'a', "average", [](Options& o, auto& f, auto& v) {
          o.average = static_cast<AvgMode>(parseInt(f, v, 0, 3));
@@ -122,8 +130,53 @@ const std::vector<Flag>& flags() {
       {'t', "nthreads", [](Options&, auto& f, auto& v) { parseInt(f, v, 1, 1); }},
       {'g', "ngpus", [](Options& o, auto& f, auto& v) { o.deviceBuffers = parseInt(f, v, 0, 1) == 1; }},
       // nccl-tests registers its device buffers with -R; here the host buffers come from
-      // collMemAlloc, the memory same-host peers map.
-      {'R', "register", [](Options& o, auto& f, auto& v) { o.sharedBuffers = parseInt(f, v, 0, 1) == 1; }},
+      // collMemAlloc, the memory same-host peers map. --register is the older long form.
+      {'R', "local_register", [](Options& o, auto& f, auto& v) { o.sharedBuffers = parseRegister(f, v); }},
+      {'\0', "register", [](Options& o, auto& f, auto& v) { o.sharedBuffers = parseRegister(f, v); }},
+      {'J', "output_file", [](Options& o, auto& f, auto& v) {
+         if (v.empty()) throw UsageError(fail(f, v, "needs a file name"));
+         size_t dot = v.rfind('.');
+         std::string ext = dot == std::string::npos ? "" : v.substr(dot + 1);
+         for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+         if (ext != "json") throw UsageError(fail(f, v, "only .json output is supported"));
+         o.outputFile = v;
+       }},
+      {'I', "per_iter_timing", [](Options& o, auto& f, auto& v) { o.perIterTiming = parseInt(f, v, 0, 1) == 1; }},
+      {'K', "per_iter_skip", [](Options& o, auto& f, auto& v) {
+         o.perIterSkip = static_cast<int>(parseInt(f, v, 0, kIntMax));
+       }},
+      {'M', "memory", [](Options& o, auto& f, auto& v) { o.memoryReport = parseInt(f, v, 0, 1) == 1; }},
+      {'C', "report_cputime", [](Options& o, auto& f, auto& v) { o.reportCpuTime = parseInt(f, v, 0, 1) == 1; }},
+      {'S', "report_timestamps", [](Options& o, auto& f, auto& v) { o.reportTimestamps = parseInt(f, v, 0, 1) == 1; }},
+      {'p', "parallel_init", [](Options& o, auto& f, auto& v) { o.parallelInit = parseInt(f, v, 0, 1) == 1; }},
+      {'T', "timeout", [](Options& o, auto& f, auto& v) {
+         o.timeoutSec = static_cast<double>(parseInt(f, v, 0, 24 * 3600 * 365));
+       }},
+      {'u', "unalign", [](Options& o, auto& f, auto& v) {
+         o.unalign = static_cast<int>(parseInt(f, v, 0, 4096));
+       }},
+      // nccl-tests' flags for what a host library has no counterpart of: refused by name
+      // unless they ask for nothing (their default).
+      {'G', "cudagraph", [](Options&, auto& f, auto& v) {
+         if (parseInt(f, v, 0, kIntMax) != 0)
+           throw UsageError(f + " " + v + ": CUDA graph capture is not supported (the library's"
+                            " calls are not graph-capturable); use -G 0");
+       }},
+      {'D', "device_implementation", [](Options&, auto& f, auto& v) {
+         if (parseInt(f, v, 0, kIntMax) != 0)
+           throw UsageError(f + " " + v + ": device-API implementations are not supported; use -D 0");
+       }},
+      {'V', "device_cta_count", [](Options&, auto& f, auto& v) { parseInt(f, v, 1, 127); }},
+      {'x', "cta_policy", [](Options&, auto& f, auto& v) {
+         if (parseInt(f, v, 0, kIntMax) != 0)
+           throw UsageError(f + " " + v + ": CTA policies are not supported (no CUDA kernels of"
+                            " NCCL's kind); use -x 0");
+       }},
+      {'y', "stream_null", [](Options&, auto& f, auto& v) {
+         if (parseInt(f, v, 0, 1) != 0)
+           throw UsageError(f + " " + v + ": the null stream is not supported (device calls run on"
+                            " a stream of their own); use -y 0");
+       }},
       // Long form only ('\0' matches no short flag): every letter may one day be one of
       // nccl-tests' flags.
       {'\0', "native", [](Options& o, auto& f, auto& v) { o.native = parseInt(f, v, 0, 1) == 1; }},
@@ -223,6 +276,8 @@ Options parseArgs(const std::vector<std::string>& args) {
     throw UsageError("-R 1 (buffers from collMemAlloc, host memory) cannot be combined with"
                      " -g 1 (buffers in GPU memory)");
   }
+  if (o.perIterSkip > 0 && !o.perIterTiming)
+    throw UsageError("-K " + std::to_string(o.perIterSkip) + " needs -I 1 (per-iteration timing)");
   if (o.minBytes > o.maxBytes) {
     throw UsageError("minbytes (" + std::to_string(o.minBytes) + ") > maxbytes (" +
                      std::to_string(o.maxBytes) + ")");
@@ -240,22 +295,39 @@ std::string usageText(const char* prog) {
      << "  -i,--stepbytes <size>    add this many bytes each step (used when -i is given without -f, or -f is 1)\n"
      << "  -n,--iters <n>           timed iterations (default 20; fewer above 8M unless given)\n"
      << "  -w,--warmup_iters <n>    warm-up iterations (default 5; fewer above 8M unless given)\n"
-     << "  -c,--check <0|1>         verify every output element (default 1)\n"
-     << "  -d,--datatype <t|all>    int8 uint8 int32 uint32 int64 uint64 half float double"
-     << " bfloat16 (default float)\n"
-     << "  -o,--op <op|all>         sum prod max min avg (default sum)\n"
+     << "  -c,--check <n>           n checked calls per size, every output element verified;\n"
+     << "                           0: no check (default 1)\n"
+     << "  -d,--datatype <t|all>    int8 uint8 int16 uint16 int32 uint32 int64 uint64 half float\n"
+     << "                           double bfloat16 (default float)\n"
+     << "  -o,--op <op|all>         sum prod max min avg band bor bxor (default sum)\n"
      << "  -r,--root <r|all>        root of broadcast/reduce/gather/scatter (default 0)\n"
-     << "  -z,--blocking <0|1>      accepted for compatibility (host calls always block)\n"
+     << "  -z,--blocking <0..3>     0: issue the timed calls without waiting (collI* on host\n"
+     << "                           buffers) and wait at the end (default); 1: wait and barrier\n"
+     << "                           after each call; 2: wait after each call; 3: wait and\n"
+     << "                           barrier after each iteration, the barrier not timed\n"
      << "  -a,--average <0..3>      time across ranks: 0 rank 0, 1 mean, 2 min, 3 max"
      << " (default 3)\n"
      << "  -m,--agg_iters <n>       calls grouped per iteration (default 1)\n"
      << "  -N,--run_cycles <n>      repeat the sweep n times, 0 = forever (default 1)\n"
+     << "  -I,--per_iter_timing <0|1>  1: time every iteration alone and print i_min i_max\n"
+     << "                           i_p99 i_cv% (max over ranks) per half row (default 0)\n"
+     << "  -K,--per_iter_skip <n>   leave the first n iterations out of the -I summary\n"
+     << "  -J,--output_file <f.json>  also write the results as nccl-tests' JSON report\n"
+     << "  -M,--memory <0|1>        1: report the resident memory of init, buffers and\n"
+     << "                           collectives (default 0)\n"
+     << "  -C,--report_cputime <0|1>  1: time until the calls return, not until they finish\n"
+     << "  -S,--report_timestamps <0|1>  1: a timestamp at the end of each row\n"
+     << "  -T,--timeout <s>         end the run (exit 3) after s seconds; 0: none (default)\n"
+     << "  -u,--unalign <n>         buffers start n elements past an aligned address (default 0)\n"
+     << "  -p,--parallel_init <0|1> accepted: each process initialises its one rank alone\n"
      << "  -g,--ngpus <0|1>         1: buffers in GPU memory (one GPU per local rank) and the\n"
      << "                           calls on a CUDA stream; 0: host memory (default)\n"
-     << "  -R,--register <0|1>      1: send/recv buffers from collMemAlloc (host memory that\n"
+     << "  -R,--local_register <0|1>  1: send/recv buffers from collMemAlloc (host memory that\n"
      << "                           same-host ranks map and copy directly); 0: ordinary host\n"
-     << "                           memory (default). Not with -g 1\n"
+     << "                           memory (default). Not with -g 1; 2 (symmetric) is refused\n"
      << "  -t,--nthreads 1          accepted with value 1 only\n"
+     << "  -G,--cudagraph 0, -D,--device_implementation 0, -x,--cta_policy 0, -y,--stream_null 0,\n"
+     << "  -V,--device_cta_count <n>  accepted with these values only (no counterpart here)\n"
      << "  --native <0|1>           gather_perf and scatter_perf only: 1 times the library's\n"
      << "                           collGather/collScatter; 0 (the default) times nccl-tests'\n"
      << "                           pattern of grouped collSend/collRecv calls, which takes host\n"

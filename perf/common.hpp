@@ -44,12 +44,16 @@ struct Options {
   int warmup = 5;
   bool itersGiven = false;   // an explicit -n/-w disables the big-size scaling
   bool warmupGiven = false;
-  int check = 1;
+  int check = 1;             // -c N: N checked calls per size (0: no check)
   std::vector<collDataType_t> types{collFloat};
   std::vector<collRedOp_t> ops{collSum};
   int root = 0;
   bool allRoots = false;
-  int blocking = 0;          // accepted for nccl-tests compatibility; host calls block anyway
+  // -z, as nccl-tests: 0 issues every call of the timed loop without waiting (the collI*
+  // calls on host buffers, stream-ordered calls with -g 1) and waits once at the end;
+  // 1 waits for each call and joins a barrier; 2 waits for each call; 3 waits and joins
+  // a barrier after each outer iteration (-n), the barrier's time left out.
+  int blocking = 0;
   AvgMode average = AvgMode::Max;
   int aggIters = 1;
   int cycles = 1;            // 0: run until killed
@@ -65,6 +69,19 @@ struct Options {
   // the library's collGather/collScatter instead of nccl-tests' grouped send/recv
   // pattern. Refused by the other tools (optionsProblem), whose call is always native.
   bool native = false;
+  // -J: nccl-tests' JSON report (rank 0 writes it; an existing file is kept and the
+  // report goes to path.0, path.1, ... instead).
+  std::string outputFile;
+  // -I: every timed iteration's time, summarised (i_min i_max i_p99 i_cv%) and in the
+  // JSON report; -K leaves the first K iterations out of the summary.
+  bool perIterTiming = false;
+  int perIterSkip = 0;
+  bool memoryReport = false;   // -M: resident memory of init, buffers and collectives
+  bool reportCpuTime = false;  // -C: time until the calls return (before any wait)
+  bool reportTimestamps = false;  // -S: a timestamp column
+  bool parallelInit = false;   // -p: accepted; one rank per process initialises alone
+  double timeoutSec = 0;       // -T: the whole run ends (exit 3) after this many seconds
+  int unalign = 0;             // -u: buffers start this many elements past an aligned address
   bool help = false;
 };
 

@@ -26,8 +26,13 @@ collResult_t call(const perf::CallArgs& a) {
 collResult_t native(const perf::CallArgs& a) {
   return collGather(a.send, a.recv, a.count, a.type, a.root, a.comm, a.stream);
 }
+// --native 1 with -z 0 or 3.
+collResult_t inative(const perf::CallArgs& a, collRequest_t* r, int* n) {
+  *n = 1;
+  return collIgather(a.send, a.recv, a.count, a.type, a.root, a.comm, r);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
-  return perf::runTool(argc, argv, {perf::Coll::Gather, call, native, "collGather"});
+  return perf::runTool(argc, argv, {perf::Coll::Gather, call, native, "collGather", nullptr, inative});
 }

@@ -25,6 +25,10 @@ struct CallArgs {
 };
 
 using CallFn = collResult_t (*)(const CallArgs&);
+// The nonblocking form of a call (-z 0 and -z 3 on host buffers): issues the collI* calls
+// and leaves their requests (at most kMaxRequests) in reqs, their number in *n.
+constexpr int kMaxRequests = 2;
+using ICallFn = collResult_t (*)(const CallArgs&, collRequest_t* reqs, int* n);
 
 struct ToolDesc {
   Coll coll;
@@ -32,6 +36,10 @@ struct ToolDesc {
   // --native 1 (gather and scatter): the library's own collective, timed instead of call.
   CallFn nativeCall = nullptr;
   const char* nativeName = nullptr;  // "collGather", for the report's header
+  // Null where the call has no nonblocking form (grouped send/recv patterns): -z 0 then
+  // issues the blocking calls, and the header says so.
+  ICallFn icall = nullptr;
+  ICallFn nativeIcall = nullptr;
 };
 
 // Runs the tool; returns the process exit status (0 only when every check passed and

@@ -27,8 +27,13 @@ collResult_t call(const perf::CallArgs& a) {
 collResult_t native(const perf::CallArgs& a) {
   return collScatter(a.send, a.recv, a.count, a.type, a.root, a.comm, a.stream);
 }
+// --native 1 with -z 0 or 3.
+collResult_t inative(const perf::CallArgs& a, collRequest_t* r, int* n) {
+  *n = 1;
+  return collIscatter(a.send, a.recv, a.count, a.type, a.root, a.comm, r);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
-  return perf::runTool(argc, argv, {perf::Coll::Scatter, call, native, "collScatter"});
+  return perf::runTool(argc, argv, {perf::Coll::Scatter, call, native, "collScatter", nullptr, inative});
 }

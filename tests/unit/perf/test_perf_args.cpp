@@ -145,7 +145,7 @@ TEST(PerfParseArgs, RegisterFlagRefusedWithDeviceBuffers) {
 
 TEST(PerfParseArgs, UsageTextNamesRegister) {
   const std::string text = perf::usageText("all_gather_perf");
-  EXPECT_NE(text.find("-R,--register <0|1>"), std::string::npos) << text;
+  EXPECT_NE(text.find("-R,--local_register <0|1>"), std::string::npos) << text;
   EXPECT_NE(text.find("collMemAlloc"), std::string::npos) << text;
 }
 
@@ -220,7 +220,7 @@ TEST(PerfParseArgs, RejectsBadInput) {
   EXPECT_THROW(parse({"-x", "1"}), UsageError);
   EXPECT_THROW(parse({"--bogus=1"}), UsageError);
   EXPECT_THROW(parse({"-b"}), UsageError);
-  EXPECT_THROW(parse({"-c", "2"}), UsageError);
+  EXPECT_THROW(parse({"-c", "-1"}), UsageError);  // -c N: N checked calls, N >= 0
   EXPECT_THROW(parse({"-n", "0"}), UsageError);
   EXPECT_THROW(parse({"-n", "3x"}), UsageError);
   EXPECT_THROW(parse({"-a", "4"}), UsageError);
@@ -422,4 +422,49 @@ TEST(PerfParseArgs, BitwiseOpsTakeIntegerTypesOnly) {
   EXPECT_EQ(perf::optionsProblem(perf::Coll::AllReduce, parse({"-o", "all", "-d", "all"})), "");
   EXPECT_EQ(perf::parseOp("band"), collBand);
   EXPECT_STREQ(perf::opName(collBxor), "bxor");
+}
+
+// Every flag of nccl-tests' README parses, long and short, or is refused by a message
+// that names it.
+TEST(PerfParseArgs, NcclTestsFlags) {
+  Options o = parse({"-J", "out.json", "-I", "1", "-K", "2", "-M", "1", "-C", "1", "-S", "1",
+                     "-p", "1", "-T", "30", "-u", "3", "-z", "3", "-c", "4", "-G", "0", "-D", "0",
+                     "-V", "16", "-x", "0", "-y", "0"});
+  EXPECT_EQ(o.outputFile, "out.json");
+  EXPECT_TRUE(o.perIterTiming);
+  EXPECT_EQ(o.perIterSkip, 2);
+  EXPECT_TRUE(o.memoryReport);
+  EXPECT_TRUE(o.reportCpuTime);
+  EXPECT_TRUE(o.reportTimestamps);
+  EXPECT_TRUE(o.parallelInit);
+  EXPECT_EQ(o.timeoutSec, 30.0);
+  EXPECT_EQ(o.unalign, 3);
+  EXPECT_EQ(o.blocking, 3);
+  EXPECT_EQ(o.check, 4);
+  Options l = parse({"--output_file=a.JSON", "--per_iter_timing", "1", "--per_iter_skip=1",
+                     "--memory=1", "--report_cputime=1", "--report_timestamps", "1",
+                     "--parallel_init=1", "--timeout=5", "--unalign=1", "--local_register", "1",
+                     "--cudagraph=0", "--device_implementation=0", "--device_cta_count=8",
+                     "--cta_policy=0", "--stream_null=0"});
+  EXPECT_EQ(l.outputFile, "a.JSON");
+  EXPECT_TRUE(l.perIterTiming && l.memoryReport && l.reportCpuTime && l.reportTimestamps);
+  EXPECT_TRUE(l.sharedBuffers);
+  EXPECT_EQ(l.timeoutSec, 5.0);
+  struct Refusal {
+    std::vector<std::string> args;
+    const char* named;
+  };
+  for (const Refusal& r : {Refusal{{"-G", "1"}, "-G 1"}, Refusal{{"--cudagraph=2"}, "--cudagraph"},
+                           Refusal{{"-D", "1"}, "-D 1"}, Refusal{{"-x", "1"}, "-x 1"},
+                           Refusal{{"-y", "1"}, "-y 1"}, Refusal{{"-R", "2"}, "-R 2"},
+                           Refusal{{"-V", "0"}, "-V"}, Refusal{{"-J", "out.csv"}, "-J"},
+                           Refusal{{"-K", "1"}, "-K 1"}, Refusal{{"-z", "4"}, "-z"},
+                           Refusal{{"-T", "-1"}, "-T"}, Refusal{{"-t", "2"}, "-t"}}) {
+    try {
+      parse(r.args);
+      ADD_FAILURE() << r.named << " was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(r.named), std::string::npos) << e.what();
+    }
+  }
 }

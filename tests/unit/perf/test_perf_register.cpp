@@ -45,7 +45,7 @@ TEST(PerfRegister, UsageErrors) {
     const char* expect;
   };
   const Case cases[] = {
-      {"-R 2", "invalid value '2' for -R"},
+      {"-R 2", "-R 2: symmetric registration is not supported"},
       {"-R x", "invalid value 'x' for -R"},
       {"--register=-1", "for --register"},
       {"-R 1 -g 1", "cannot be combined with -g 1"},
@@ -66,7 +66,7 @@ TEST(PerfRegister, UsageErrors) {
 TEST(PerfRegister, HelpNamesTheFlag) {
   const testshell::Result r = testshell::run(tool("all_gather_perf") + " -h");
   EXPECT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("-R,--register <0|1>"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("-R,--local_register <0|1>"), std::string::npos) << r.out;
 }
 
 // -R 0 is the default: host buffers as before, and no buffers line in the header.

@@ -11,7 +11,7 @@ checks, for each run:
     "# Collective test concluded: <prog>" line, "# Out of bounds values : 0 OK";
   * the -J report: valid JSON with nccl-tests' field names, one result per row whose
     numbers are the row's;
-  * -M's memory line, -z 0..3, -C 1, -u, -c 2, and the flags that are refused by name.
+  * -M's memory line, -z 0..3, -C 1, -u, -c 2, -T, and the flags that are refused by name.
 
   perf_nccl_parity.py COLLECTIVERUN PERF_TOOL_DIR
 """
@@ -149,6 +149,10 @@ with tempfile.TemporaryDirectory() as tmp:
     if check(rc == 0, "-C 1 -J: exit %d %s" % (rc, err)):
         check("cputime" in out, "-C 1: no cputime column")
         check_json(path, rows(out), cputime=True)
+
+    # -T: a sweep that never ends (-N 0) is ended after 2 s, exit 3, saying why.
+    rc, out, err = run("all_reduce_perf", ["-b", "8", "-e", "64", "-N", "0", "-T", "2"])
+    check(rc == 3 and "-T 2: the test did not finish within 2 s" in err, "-T 2: exit %d, stderr %r" % (rc, err))
 
     # Refused by name, before the job starts (exit 2).
     for flags, named in ((["-G", "1"], "-G 1"), (["-R", "2"], "-R 2"), (["-D", "1"], "-D 1"),

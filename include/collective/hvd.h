@@ -139,6 +139,15 @@ collResult_t collHvdReceivedSplits(collHvdHandle_t handle, int64_t* splits, int 
  * caller must keep its tensors alive until then (wait first). */
 collResult_t collHvdRelease(collHvdHandle_t handle);
 
+/* The engine's timeline (Chrome trace JSON, as COLL_TIMELINE), switched at run time on
+ * this rank: "%r" in path becomes the rank, and without it only rank 0 writes;
+ * markCycles != 0 marks every engine round that ran operations. collInvalidUsage while
+ * one is being written or when not initialized, collInvalidArgument for a NULL or empty
+ * path, collSystemError when the file cannot be created. Stopping when none is being
+ * written does nothing. */
+collResult_t collHvdStartTimeline(const char* path, int markCycles);
+collResult_t collHvdStopTimeline(void);
+
 collResult_t collHvdBarrier(int processSet);
 /* This rank has no more data (see hvd::join); *lastRank: the last rank to join. */
 collResult_t collHvdJoin(int processSet, int* lastRank);

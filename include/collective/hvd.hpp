@@ -251,6 +251,15 @@ class COLL_EXPORT Context {
 
   Stats stats(ProcessSet ps = {}) const;
 
+  // Records the engine's timeline (Chrome trace JSON, as COLL_TIMELINE does) into path
+  // from now until stop_timeline(): "%r" in path becomes the rank, and without it only
+  // rank 0 writes. mark_cycles adds a marker for every engine round that ran operations.
+  // Local to the calling rank. Throws collInvalidUsage while a timeline is being written
+  // (COLL_TIMELINE's included), collSystemError when the file cannot be created.
+  void start_timeline(const std::string& path, bool mark_cycles = false);
+  // Closes the file; nothing when no timeline is being written.
+  void stop_timeline();
+
  private:
   explicit Context(std::unique_ptr<ContextImpl> impl);
   std::unique_ptr<ContextImpl> impl_;
@@ -304,6 +313,9 @@ COLL_EXPORT int join(ProcessSet ps = {});
 
 COLL_EXPORT bool poll(const Handle& handle);
 COLL_EXPORT void synchronize(const Handle& handle);
+
+COLL_EXPORT void start_timeline(const std::string& path, bool mark_cycles = false);
+COLL_EXPORT void stop_timeline();
 
 COLL_EXPORT ProcessSet global_process_set();
 COLL_EXPORT ProcessSet add_process_set(const std::vector<int>& ranks);

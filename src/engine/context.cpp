@@ -36,6 +36,8 @@ ContextImpl::ContextImpl(std::unique_ptr<Collectives> global, const coll::Config
       timelineError = std::current_exception();
     }
   }
+  // Idle until start_timeline when COLL_TIMELINE is unset.
+  if (!timeline_) timeline_ = std::make_unique<coll::engine::Timeline>(rank_);
   int failedRank = findHostLayout(*global, timelineError != nullptr);
   if (timelineError) std::rethrow_exception(timelineError);
   if (failedRank >= 0)
@@ -100,6 +102,20 @@ void ContextImpl::shutdown() {
     if (it->second.engine) it->second.engine->shutdown();
   sets.clear();
   timeline_.reset();
+}
+
+void ContextImpl::startTimeline(const std::string& pattern, bool markCycles) {
+  COLL_CHECK_ARG(!pattern.empty(), "start_timeline: the file path is empty");
+  std::lock_guard<std::mutex> lk(mu_);
+  if (shutDown_ || !timeline_) throw Error(collInvalidUsage, "start_timeline: the context was shut down");
+  // The COLL_TIMELINE rule: "%r" becomes the rank; without it only rank 0 writes.
+  const std::string path = coll::engine::Timeline::pathForRank(pattern, rank_);
+  if (!path.empty()) timeline_->start(path, markCycles);
+}
+
+void ContextImpl::stopTimeline() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (timeline_) timeline_->stop();
 }
 
 const ContextImpl::Set& ContextImpl::setFor(ProcessSet ps) const {

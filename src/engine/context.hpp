@@ -40,6 +40,9 @@ class ContextImpl {
                   const CollectiveOptions& o);
   Handle reducescatter(const Tensor& in, const std::string& name, const ReducescatterOptions& o);
   void barrier(ProcessSet ps);
+  // Local to this rank: the file pattern follows COLL_TIMELINE's rule.
+  void startTimeline(const std::string& pattern, bool markCycles);
+  void stopTimeline();
   int join(ProcessSet ps);
 
   ProcessSet addProcessSet(const std::vector<int>& ranks);

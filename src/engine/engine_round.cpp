@@ -204,6 +204,7 @@ void Engine::execute(std::vector<Ready>& ready) {
   resps.reserve(ready.size());
   for (auto& r : ready) resps.push_back(r.resp);
   auto readyAt = Clock::now();
+  if (timeline_) timeline_->cycle(readyAt);
   if (timeline_)
     for (auto& r : ready)
       if (r.entry) timeline_->span(r.resp.name(), "negotiate", opTypeName(r.resp.meta.op),

@@ -91,6 +91,10 @@ Handle Context::reducescatter_async(const Tensor& in, const std::string& name,
   return translate([&] { return impl_->reducescatter(in, name, o); });
 }
 void Context::barrier(ProcessSet ps) { translate([&] { impl_->barrier(ps); }); }
+void Context::start_timeline(const std::string& path, bool mark_cycles) {
+  translate([&] { impl_->startTimeline(path, mark_cycles); });
+}
+void Context::stop_timeline() { translate([&] { impl_->stopTimeline(); }); }
 int Context::join(ProcessSet ps) { return translate([&] { return impl_->join(ps); }); }
 
 ProcessSet Context::add_process_set(const std::vector<int>& ranks) {
@@ -220,6 +224,8 @@ Output reducescatter(const Tensor& in, const std::string& name, const Reducescat
   return h.output();
 }
 void barrier(ProcessSet ps) { context().barrier(ps); }
+void start_timeline(const std::string& path, bool mark_cycles) { context().start_timeline(path, mark_cycles); }
+void stop_timeline() { context().stop_timeline(); }
 int join(ProcessSet ps) { return context().join(ps); }
 
 bool poll(const Handle& h) { return h.poll(); }

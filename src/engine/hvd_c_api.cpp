@@ -421,6 +421,17 @@ COLL_EXPORT collResult_t collHvdRelease(collHvdHandle_t handle) {
   });
 }
 
+COLL_EXPORT collResult_t collHvdStartTimeline(const char* path, int markCycles) {
+  return guarded("collHvdStartTimeline", [&] {
+    HVD_CHECK(path && *path, "collHvdStartTimeline: path is NULL or empty");
+    hvd::start_timeline(path, markCycles != 0);
+  });
+}
+
+COLL_EXPORT collResult_t collHvdStopTimeline(void) {
+  return guarded("collHvdStopTimeline", [&] { hvd::stop_timeline(); });
+}
+
 COLL_EXPORT collResult_t collHvdBarrier(int processSet) {
   return guarded("collHvdBarrier", [&] { hvd::barrier(hvd::ProcessSet{processSet}); });
 }

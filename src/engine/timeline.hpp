@@ -2,8 +2,11 @@
 // negotiate, copy-in, collective and copy-out phases, loadable by chrome://tracing and
 // Perfetto. Events are "complete" events (ph "X") so that a trace cut short by a crash
 // still parses (the trace format tolerates a missing closing bracket).
+// A timeline is recording (a file is open) or idle; start() and stop() switch it at run
+// time (hvd::start_timeline), each start writing a new file.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -17,7 +20,19 @@ class Timeline {
   using Clock = std::chrono::steady_clock;
   // Opens path for writing (throws collSystemError when it cannot).
   Timeline(const std::string& path, int rank);
+  // Idle until start().
+  explicit Timeline(int rank);
   ~Timeline();
+
+  // Starts writing to path: collInvalidUsage while already recording, collSystemError
+  // when path cannot be opened. With markCycles, every engine round that ran operations
+  // leaves a "cycle" marker on the engine's track.
+  void start(const std::string& path, bool markCycles);
+  // Closes the file (a complete JSON array); nothing when idle.
+  void stop();
+  bool recording() const { return recording_.load(std::memory_order_relaxed); }
+  // The "cycle" marker of one engine round (only with markCycles).
+  void cycle(Clock::time_point at);
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;
 
@@ -37,8 +52,14 @@ class Timeline {
   void writeEventLocked(const std::string& body);
   double micros(Clock::time_point t) const;
 
+  void openLocked(const std::string& path);
+  void closeLocked();
+
   std::mutex mu_;
   FILE* file_ = nullptr;
+  std::string path_;
+  std::atomic<bool> recording_{false};
+  bool markCycles_ = false;
   int rank_;
   bool first_ = true;
   Clock::time_point origin_;

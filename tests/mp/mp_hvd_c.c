@@ -297,6 +297,35 @@ static void testProcessSet(int rank, int size) {
   OK(collHvdRemoveProcessSet(id));
 }
 
+/* The timeline switched at run time. Under COLL_TIMELINE the engine already records, so
+ * a start is refused until a stop; then DIR/c.%r.json (COLL_HVD_TIMELINE_DIR, else the
+ * working directory) records one allreduce. Bad input is answered with codes. */
+static void testTimeline(int rank) {
+  expectError(collHvdStartTimeline(NULL, 0), collInvalidArgument, "NULL", "timeline NULL path");
+  expectError(collHvdStartTimeline("", 0), collInvalidArgument, "empty", "timeline empty path");
+  if (getenv("COLL_TIMELINE"))
+    expectError(collHvdStartTimeline("ignored.%r.json", 0), collInvalidUsage, "already being written",
+                "start under COLL_TIMELINE");
+  OK(collHvdStopTimeline());
+  OK(collHvdStopTimeline());
+  expectError(collHvdStartTimeline("/nonexistent-coll-dir/t.%r.json", 0), collSystemError, "cannot open",
+              "timeline in a missing directory");
+  const char* dir = getenv("COLL_HVD_TIMELINE_DIR");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/c.%%r.json", dir && *dir ? dir : ".");
+  OK(collHvdStartTimeline(path, 1));
+  expectError(collHvdStartTimeline(path, 0), collInvalidUsage, "already being written", "second start");
+  float x[64];
+  for (int i = 0; i < 64; ++i) x[i] = (float)(rank + i);
+  int64_t n = 64;
+  collHvdTensor_t t = view(x, collFloat32, 1, &n);
+  collHvdHandle_t h = 0;
+  OK(collHvdAllreduceAsync(&t, &t, "c.timeline", collHvdSum, 1, 1, NULL, 0, &h));
+  OK(collHvdWait(h));
+  OK(collHvdRelease(h));
+  OK(collHvdStopTimeline());
+}
+
 int main(void) {
   int rank = -1, size = -1, lr = -1, ls = -1, cr = -1, cs = -1;
   expectError(collHvdTopology(&rank, &size, NULL, NULL, NULL, NULL), collInvalidUsage,
@@ -315,6 +344,7 @@ int main(void) {
   testBroadcastGather(rank, size);
   testBadInput(rank, size);
   testProcessSet(rank, size);
+  testTimeline(rank);
   OK(collHvdBarrier(0));
   int last = -1;
   OK(collHvdJoin(0, &last));

@@ -22,6 +22,7 @@ from .mpi_ops import (Average, Max, Min, Product, Sum, allgather, allgather_asyn
                       synchronize)
 from .optimizer import DistributedOptimizer
 from .sync_batch_norm import SyncBatchNorm
+from .timeline import start_timeline, stop_timeline
 
 __all__ = [
     "CollectiveError", "__version__",
@@ -37,4 +38,5 @@ __all__ = [
     "poll", "synchronize", "barrier", "join",
     "broadcast_parameters", "broadcast_optimizer_state", "broadcast_object", "allgather_object",
     "DistributedOptimizer", "SyncBatchNorm",
+    "start_timeline", "stop_timeline",
 ]

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/error.hpp"
 #include "engine/stall.hpp"
 #include "engine/timeline.hpp"
 #include "json_check.hpp"
@@ -38,6 +39,52 @@ TEST(Timeline, WritesValidChromeTraceJson) {
   EXPECT_NE(text.find(R"("pid":3)"), std::string::npos);
   EXPECT_NE(text.find(R"(odd \"name\"\\with\u000acontrol)"), std::string::npos) << text;
   unlink(path.c_str());
+}
+
+// Idle until started; each start a new, complete file; refusals while recording.
+TEST(Timeline, StartsAndStopsAtRunTime) {
+  const std::string a = "/tmp/coll_engine_timeline_a_" + std::to_string(getpid()) + ".json";
+  const std::string b = "/tmp/coll_engine_timeline_b_" + std::to_string(getpid()) + ".json";
+  Timeline t(1);
+  EXPECT_FALSE(t.recording());
+  auto t0 = Timeline::Clock::now();
+  t.span("idle.tensor", "queue", "allreduce", t0, t0);  // dropped: not recording
+  t.stop();                                             // nothing to stop
+  t.start(a, /*markCycles=*/false);
+  EXPECT_TRUE(t.recording());
+  try {
+    t.start(b, false);
+    ADD_FAILURE() << "a second start was accepted";
+  } catch (const coll::Error& e) {
+    EXPECT_EQ(e.code(), collInvalidUsage);
+    EXPECT_NE(std::string(e.what()).find(a), std::string::npos) << e.what();
+  }
+  t.span("first.tensor", "collective", "allreduce", t0, Timeline::Clock::now());
+  t.cycle(Timeline::Clock::now());  // no marker without markCycles
+  t.stop();
+  EXPECT_FALSE(t.recording());
+  t.span("between.tensor", "queue", "allreduce", t0, t0);
+  t.start(b, /*markCycles=*/true);
+  t.span("second.tensor", "collective", "allgather", Timeline::Clock::now(), Timeline::Clock::now());
+  t.cycle(Timeline::Clock::now());
+  t.stop();
+  EXPECT_THROW(t.start("/nonexistent-coll-dir/t.json", false), coll::Error);
+  EXPECT_FALSE(t.recording());
+
+  const std::string first = readFile(a), second = readFile(b);
+  EXPECT_TRUE(testing::JsonChecker(first).valid()) << first;
+  EXPECT_TRUE(testing::JsonChecker(second).valid()) << second;
+  EXPECT_NE(first.find("first.tensor"), std::string::npos) << first;
+  EXPECT_EQ(first.find("idle.tensor"), std::string::npos) << first;
+  EXPECT_EQ(first.find("\"cycle\""), std::string::npos) << first;
+  EXPECT_EQ(second.find("between.tensor"), std::string::npos) << second;
+  EXPECT_EQ(second.find("first.tensor"), std::string::npos) << second;
+  EXPECT_NE(second.find("second.tensor"), std::string::npos) << second;
+  EXPECT_NE(second.find(R"("name":"cycle")"), std::string::npos) << second;
+  // The first file's span began before the file: shown from the file's start (ts >= 0).
+  EXPECT_EQ(first.find(R"("ts":-)"), std::string::npos) << first;
+  unlink(a.c_str());
+  unlink(b.c_str());
 }
 
 TEST(Timeline, PathPerRank) {

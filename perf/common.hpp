@@ -34,6 +34,8 @@ bool collHasRoot(Coll c);       // broadcast, reduce, gather and scatter loop ov
 // How nccl-tests folds the per-rank time into the printed one (-a).
 enum class AvgMode { Rank0 = 0, Mean = 1, Min = 2, Max = 3 };
 
+constexpr int kDefaultBlocking = -1;
+
 struct Options {
   size_t minBytes = 8;
   size_t maxBytes = size_t{128} << 20;
@@ -53,7 +55,11 @@ struct Options {
   // calls on host buffers, stream-ordered calls with -g 1) and waits once at the end;
   // 1 waits for each call and joins a barrier; 2 waits for each call; 3 waits and joins
   // a barrier after each outer iteration (-n), the barrier's time left out.
-  int blocking = 0;
+  // Without -z (kDefaultBlocking) the tools make the library's ordinary calls: on host
+  // buffers they return when done, on a stream (-g 1) they are stream-ordered. That is
+  // nccl-tests' default on GPUs, where -z 0 costs nothing; here the nonblocking calls
+  // hand every call to the communicator's thread, which small messages pay for.
+  int blocking = kDefaultBlocking;
   AvgMode average = AvgMode::Max;
   int aggIters = 1;
   int cycles = 1;            // 0: run until killed

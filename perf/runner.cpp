@@ -360,6 +360,9 @@ void Bench::printHeader(const char* prog) {
   if (opts_.blocking == 2) std::printf("# Blocking Enabled: wait after each inner iteration (-m), no barrier\n");
   if (opts_.blocking == 3)
     std::printf("# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes barrier\n");
+  if (nonblocking())
+    std::printf("# -z %d: nonblocking collI* calls, waited for at the end of each %s\n", opts_.blocking,
+                opts_.blocking == 0 ? "timed loop" : "iteration");
   if ((opts_.blocking == 0 || opts_.blocking == 3) && !opts_.deviceBuffers && !nonblocking())
     std::printf("# -z %d: %s has no nonblocking form (grouped send/recv calls): each call returns when done\n",
                 opts_.blocking, collName(tool_.coll));
@@ -401,7 +404,7 @@ void Bench::printHeader(const char* prog) {
     j.key("aggregated_iterations"); j.integer(opts_.aggIters);
     j.key("validation"); j.integer(opts_.check);
     j.key("graph"); j.integer(0);
-    j.key("blocking_collectives"); j.boolean(opts_.blocking != 0);
+    j.key("blocking_collectives"); j.boolean(opts_.blocking > 0);
     j.key("per_iter_timing"); j.boolean(opts_.perIterTiming);
     j.key("per_iter_skip"); j.integer(opts_.perIterSkip);
     j.key("parallel_init"); j.boolean(opts_.parallelInit);
@@ -610,7 +613,7 @@ void Bench::issueIteration(const CallArgs& a, int agg) {
     return;
   }
   // -z 1 and 2 wait after each call, so the calls of an iteration cannot share a group.
-  const bool group = agg > 1 && (z == 0 || z == 3);
+  const bool group = agg > 1 && z != 1 && z != 2;
   if (group) checkCall(collGroupStart(), "collGroupStart", comm_);
   for (int j = 0; j < agg; ++j) {
     checkCall(tool_.call(a), collName(tool_.coll), comm_);

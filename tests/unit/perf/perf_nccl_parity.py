@@ -144,6 +144,10 @@ with tempfile.TemporaryDirectory() as tmp:
                 check_report(tool, flags, out)
                 if z == "3":
                     check("time excludes barrier" in out, tool + " -z 3: no blocking line")
+                if z == "0":
+                    nb = tool not in ("gather_perf",)
+                    check(("nonblocking collI* calls" in out) == nb and ("has no nonblocking form" in out) != nb,
+                          tool + " -z 0: the header does not say how the calls were issued")
     path = os.path.join(tmp, "cpu.json")
     rc, out, err = run("all_reduce_perf", small + ["-C", "1", "-J", path])
     if check(rc == 0, "-C 1 -J: exit %d %s" % (rc, err)):

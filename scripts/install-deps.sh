@@ -11,7 +11,7 @@ PACKAGES=(
   libopenblas-dev zlib1g-dev libgloo-dev
   python3-torch dataset-fashion-mnist
   iproute2 procps
-  slurm-wlm munge
+  slurm-wlm munge python3-matplotlib
 )
 
 missing=()

@@ -252,8 +252,8 @@ Bench::Bench(const Options& o, const ToolDesc& t, collComm_t comm, std::vector<s
 }
 
 Bench::~Bench() {
-  // Requests left by a failed loop: their results no longer matter.
-  for (collRequest_t& r : pending_) collWait(&r);
+  // Requests are left only by a failed loop: the communicator is aborted next
+  // (CommHandle), which ends them; waiting here would wait for the peers' timeout.
   if (json_) json_->closeAll();
   if (jsonFile_) std::fclose(jsonFile_);
 }

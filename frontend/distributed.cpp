@@ -98,13 +98,24 @@ void DistributedOptimizer::packGradients() {
   packedSize_ = total;
 }
 
+void DistributedOptimizer::setProfile(Profile* profile) {
+  profile_ = profile;
+  if (!profile_) return;
+  reduceSection_ = profile_->section(atStep_ ? "allreduce (in step)" : "allreduce wait (not hidden)");
+  updateSection_ = profile_->section("optimizer update");
+}
+
 void DistributedOptimizer::stepPacked() {
   if (!gradsArePacked()) packGradients();
   if (fold_)
     for (size_t i = 0; i < sgd_.params().size(); ++i) sgd_.foldMomentum(i);
-  collCheck(collAllReduce(packed_.get(), packed_.get(), packedSize_, collFloat32, collAvg, atStep_,
-                          nullptr),
-            atStep_, "collAllReduce(gradients)");
+  {
+    ProfileScope t(profile_, reduceSection_);
+    collCheck(collAllReduce(packed_.get(), packed_.get(), packedSize_, collFloat32, collAvg,
+                            atStep_, nullptr),
+              atStep_, "collAllReduce(gradients)");
+  }
+  ProfileScope t(profile_, updateSection_);
   if (fold_)
     sgd_.stepFolded();
   else
@@ -115,10 +126,14 @@ void DistributedOptimizer::step() {
   if (atStep_) return stepPacked();
   // A parameter whose layer the hook never reported (not in the model's chain) still
   // has to be averaged, or ranks would diverge.
-  for (Param* p : sgd_.params()) submit(*p);
-  for (auto& h : pending_) h.wait();
+  {
+    ProfileScope t(profile_, reduceSection_);
+    for (Param* p : sgd_.params()) submit(*p);
+    for (auto& h : pending_) h.wait();
+  }
   pending_.clear();
   submitted_.clear();
+  ProfileScope t(profile_, updateSection_);
   if (fold_)
     sgd_.stepFolded();
   else

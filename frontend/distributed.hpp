@@ -25,6 +25,7 @@
 
 #include "collective/hvd.hpp"
 #include "collective/memory.hpp"
+#include "profile.hpp"
 #include "sequential.hpp"
 #include "sgd.hpp"
 
@@ -57,6 +58,9 @@ class DistributedOptimizer {
   std::span<const float> packedGradients() const { return {packed_.get(), packedSize_}; }
   bool reducesAtStep() const { return atStep_ != nullptr; }
   Sgd& sgd() { return sgd_; }
+  // Times the gradient all-reduce (reduceAtStep: the blocking call; overlapped: the wait
+  // in step() for what backward did not hide) and the optimizer update.
+  void setProfile(Profile* profile);
 
  private:
   void submit(Param& p);
@@ -80,6 +84,8 @@ class DistributedOptimizer {
   // gradient_as_bucket_view), so the all-reduce needs no copy in or out.
   std::shared_ptr<float[]> packed_;
   size_t packedSize_ = 0;
+  Profile* profile_ = nullptr;
+  size_t reduceSection_ = 0, updateSection_ = 0;
 };
 
 hvd::Tensor hvdView(Tensor& t);

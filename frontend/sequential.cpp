@@ -1,22 +1,45 @@
 #include "sequential.hpp"
 
+#include <algorithm>
+
 namespace collective::frontend {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (auto& layer : layers_) h = layer->forward(h);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    ProfileScope t(profile_, profile_ ? fwdSection_[i] : 0);
+    h = layers_[i]->forward(h);
+  }
   return h;
 }
 
 Tensor Sequential::backward(const Tensor& dy) {
   Tensor g = dy;
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
+  for (size_t i = layers_.size(); i-- > 0;) {
     // Drop our reference first so the layer can reuse its buffers for the result.
     Tensor in = std::move(g);
-    g = (*it)->backward(in);
-    if (hook_) hook_(**it);
+    {
+      ProfileScope t(profile_, profile_ ? bwdSection_[i] : 0);
+      g = layers_[i]->backward(in);
+    }
+    if (hook_) {
+      ProfileScope t(profile_, hookSection_);
+      hook_(*layers_[i]);
+    }
   }
   return g;
+}
+
+void Sequential::setProfile(Profile* profile) {
+  profile_ = profile;
+  fwdSection_.clear();
+  bwdSection_.clear();
+  if (!profile_) return;
+  for (auto& layer : layers_) fwdSection_.push_back(profile_->section(layer->name() + " fwd"));
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it)
+    bwdSection_.push_back(profile_->section((*it)->name() + " bwd"));
+  std::reverse(bwdSection_.begin(), bwdSection_.end());
+  hookSection_ = profile_->section("grad hook (to engine)");
 }
 
 std::vector<Param*> Sequential::parameters() {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "module.hpp"
+#include "profile.hpp"
 
 namespace collective::frontend {
 
@@ -35,12 +36,18 @@ class Sequential : public Module {
   // Called after each layer's backward (with that layer), last layer first.
   void setGradReadyHook(GradReadyHook hook) { hook_ = std::move(hook); }
 
+  // Times every layer's forward and backward (and the hook) into `profile` (null: off).
+  void setProfile(Profile* profile);
+
   size_t size() const { return layers_.size(); }
   Module& layer(size_t i) { return *layers_.at(i); }
 
  private:
   std::vector<std::unique_ptr<Module>> layers_;
   GradReadyHook hook_;
+  Profile* profile_ = nullptr;
+  std::vector<size_t> fwdSection_, bwdSection_;
+  size_t hookSection_ = 0;
 };
 
 }  // namespace collective::frontend

@@ -75,7 +75,9 @@ std::string TrainOptions::usage() {
          "  --train-limit N       use the first N training images only\n"
          "  --test-limit N        use the first N test images only\n"
          "  --no-progress         no progress bar, one line per epoch\n"
-         "  --blas-threads N      OpenBLAS threads per rank (1)\n";
+         "  --blas-threads N      OpenBLAS threads per rank (1)\n"
+         "  --max-steps N         at most N steps per epoch (quick runs; 0: all)\n"
+         "  --profile             per-layer time per step after every epoch (rank 0)\n";
 }
 
 TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
@@ -105,6 +107,7 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
       {"--load", [&](const std::string& v) { o.loadPath = v; }},
       {"--train-limit", [&](const std::string& v) { o.trainLimit = toInt("--train-limit", v); }},
       {"--test-limit", [&](const std::string& v) { o.testLimit = toInt("--test-limit", v); }},
+      {"--max-steps", [&](const std::string& v) { o.maxSteps = toInt("--max-steps", v); }},
       {"--blas-threads",
        [&](const std::string& v) {
          const int64_t n = toInt("--blas-threads", v);
@@ -117,6 +120,7 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
       {"--no-sync-bn", [&] { o.syncBatchNorm = false; }},
       {"--no-error-feedback", [&] { o.compression.error_feedback = false; }},
       {"--no-progress", [&] { o.progress = false; }},
+      {"--profile", [&] { o.profile = true; }},
   };
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i], value;
@@ -141,6 +145,7 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
   // 0 means all; a negative limit was silently taken as all too.
   COLL_CHECK_ARG(o.trainLimit >= 0, "--train-limit ", o.trainLimit, " must be >= 0 (0: all)");
   COLL_CHECK_ARG(o.testLimit >= 0, "--test-limit ", o.testLimit, " must be >= 0 (0: all)");
+  COLL_CHECK_ARG(o.maxSteps >= 0, "--max-steps ", o.maxSteps, " must be >= 0 (0: all)");
   COLL_CHECK_ARG(o.globalBatch > 0, "--batch-size ", o.globalBatch, " must be positive");
   COLL_CHECK_ARG(o.compression.density > 0 && o.compression.density <= 1, "--topk-density ",
                  o.compression.density, " must be in (0, 1]");

@@ -35,6 +35,8 @@ struct TrainOptions {
   int64_t evalBatch = 500;
   bool progress = true;  // progress bar on rank 0
   int blasThreads = 1;
+  bool profile = false;     // per-layer timers, printed by rank 0 after every epoch
+  int64_t maxSteps = 0;     // > 0: at most this many steps per epoch (quick runs)
 
   static std::string usage();
   // Throws coll::Error (collInvalidArgument) naming the bad flag.

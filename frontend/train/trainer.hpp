@@ -13,6 +13,7 @@
 #include "data/sampler.hpp"
 #include "distributed.hpp"
 #include "loss.hpp"
+#include "profile.hpp"
 #include "sequential.hpp"
 #include "sgd.hpp"
 #include "train/options.hpp"
@@ -65,6 +66,8 @@ class Trainer {
   std::unique_ptr<DistributedOptimizer> dopt_;
   int cpus_ = 1;  // CPUs this rank may run on
   SoftmaxCrossEntropy loss_;
+  Profile profile_;
+  size_t dataSection_ = 0, lossSection_ = 0;
 };
 
 }  // namespace collective::frontend

@@ -6,9 +6,14 @@ namespace collective::frontend {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
+  if (boundary_ != Precision::Float32) {
+    h = x.clone();
+    roundInPlace(boundary_, h.data(), h.numel());
+  }
   for (size_t i = 0; i < layers_.size(); ++i) {
     ProfileScope t(profile_, profile_ ? fwdSection_[i] : 0);
     h = layers_[i]->forward(h);
+    if (boundary_ != Precision::Float32) roundInPlace(boundary_, h.data(), h.numel());
   }
   return h;
 }
@@ -21,6 +26,8 @@ Tensor Sequential::backward(const Tensor& dy) {
     {
       ProfileScope t(profile_, profile_ ? bwdSection_[i] : 0);
       g = layers_[i]->backward(in);
+      if (boundary_ != Precision::Float32 && g.defined())
+        roundInPlace(boundary_, g.data(), g.numel());
     }
     if (hook_) {
       ProfileScope t(profile_, hookSection_);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "module.hpp"
+#include "precision.hpp"
 #include "profile.hpp"
 
 namespace collective::frontend {
@@ -36,6 +37,11 @@ class Sequential : public Module {
   // Called after each layer's backward (with that layer), last layer first.
   void setGradReadyHook(GradReadyHook hook) { hook_ = std::move(hook); }
 
+  // Rounds the input, every layer's output and every backward gradient to `p` (mixed
+  // precision: the values layers exchange are 16-bit; Float32 turns it off).
+  void setBoundaryPrecision(Precision p) { boundary_ = p; }
+  Precision boundaryPrecision() const { return boundary_; }
+
   // Times every layer's forward and backward (and the hook) into `profile` (null: off).
   void setProfile(Profile* profile);
 
@@ -46,6 +52,7 @@ class Sequential : public Module {
   std::vector<std::unique_ptr<Module>> layers_;
   GradReadyHook hook_;
   Profile* profile_ = nullptr;
+  Precision boundary_ = Precision::Float32;
   std::vector<size_t> fwdSection_, bwdSection_;
   size_t hookSection_ = 0;
 };

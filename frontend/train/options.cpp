@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "data/fashion_mnist.hpp"
+#include "precision.hpp"
 
 namespace collective::frontend {
 
@@ -77,6 +78,9 @@ std::string TrainOptions::usage() {
          "  --no-progress         no progress bar, one line per epoch\n"
          "  --blas-threads N      OpenBLAS threads per rank (1)\n"
          "  --max-steps N         at most N steps per epoch (quick runs; 0: all)\n"
+         "  --precision P         fp32 | bf16 | fp16: forward/backward in 16 bits, float32\n"
+         "                        master weights, 16-bit gradient all-reduce; fp16 scales the\n"
+         "                        loss dynamically (fp32)\n"
          "  --profile             per-layer time per step after every epoch (rank 0)\n";
 }
 
@@ -107,6 +111,7 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
       {"--load", [&](const std::string& v) { o.loadPath = v; }},
       {"--train-limit", [&](const std::string& v) { o.trainLimit = toInt("--train-limit", v); }},
       {"--test-limit", [&](const std::string& v) { o.testLimit = toInt("--test-limit", v); }},
+      {"--precision", [&](const std::string& v) { o.precision = v; }},
       {"--max-steps", [&](const std::string& v) { o.maxSteps = toInt("--max-steps", v); }},
       {"--blas-threads",
        [&](const std::string& v) {
@@ -145,6 +150,10 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
   // 0 means all; a negative limit was silently taken as all too.
   COLL_CHECK_ARG(o.trainLimit >= 0, "--train-limit ", o.trainLimit, " must be >= 0 (0: all)");
   COLL_CHECK_ARG(o.testLimit >= 0, "--test-limit ", o.testLimit, " must be >= 0 (0: all)");
+  parsePrecision(o.precision);  // throws on a bad name
+  COLL_CHECK_ARG(o.precision == "fp32" || o.compression.kind == hvd::Compressor::None,
+                 "--precision ", o.precision, " already reduces gradients in 16 bits; it does not "
+                 "combine with --compression");
   COLL_CHECK_ARG(o.maxSteps >= 0, "--max-steps ", o.maxSteps, " must be >= 0 (0: all)");
   COLL_CHECK_ARG(o.globalBatch > 0, "--batch-size ", o.globalBatch, " must be positive");
   COLL_CHECK_ARG(o.compression.density > 0 && o.compression.density <= 1, "--topk-density ",

@@ -35,6 +35,7 @@ struct TrainOptions {
   int64_t evalBatch = 500;
   bool progress = true;  // progress bar on rank 0
   int blasThreads = 1;
+  std::string precision = "fp32";  // fp32 | bf16 | fp16 (mixed precision, MixedPrecision)
   bool profile = false;     // per-layer timers, printed by rank 0 after every epoch
   int64_t maxSteps = 0;     // > 0: at most this many steps per epoch (quick runs)
 

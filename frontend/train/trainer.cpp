@@ -80,6 +80,13 @@ Trainer::Trainer(const TrainOptions& options, hvd::Context& ctx, collComm_t aux,
   // other, so their calls never interleave.
   cpus_ = usableCpus();
   if (o_.gradSyncAtStep(ctx.local_size(), cpus_)) dopt_->reduceAtStep(aux_);
+  const Precision precision = parsePrecision(o_.precision);
+  if (precision != Precision::Float32) {
+    mp_ = std::make_unique<MixedPrecision>(model_->parameters(), precision);
+    model_->setBoundaryPrecision(precision);
+    dopt_->setReducePrecision(precision);
+    dopt_->setBeforeUpdate([this] { return mp_->unscaleAndCheck(); });
+  }
   if (o_.profile) {
     dataSection_ = profile_.section("batch gather");
     model_->setProfile(&profile_);
@@ -129,14 +136,18 @@ EpochResult Trainer::trainEpoch(int64_t epoch) {
       gatherBatch(train_, std::span(order).subspan(begin, n), x, labels);
     }
     Tensor dlogits;
+    if (mp_) mp_->castParameters();
     {
       Tensor logits = model_->forward(x);
       ProfileScope t(o_.profile ? &profile_ : nullptr, lossSection_);
       lossSum += static_cast<double>(loss_.forward(logits, labels)) * n;
       dlogits = loss_.backward();
+      if (mp_ && mp_->scalesLoss())
+        for (float& v : dlogits.span()) v *= mp_->lossScale();
     }
     model_->backward(dlogits);
     dlogits = Tensor();
+    if (mp_) mp_->restoreMaster();
     sgd_->setLr(o_.lrAt(sgd_->steps(), steps * o_.epochs));
     dopt_->step();
     seen += n;
@@ -212,11 +223,14 @@ void Trainer::summary(const std::vector<EpochResult>& results) const {
   std::fprintf(log_,
                "RESULT {\"ranks\": %d, \"global_batch\": %lld, \"sync_bn\": %s, "
                "\"compression\": \"%s\", \"grad_sync\": \"%s\", \"epoch_seconds\": [%s], \"test_accuracy\": [%s], "
-               "\"mean_epoch_seconds\": %.4f, \"final_test_accuracy\": %.6f}\n",
+               "\"mean_epoch_seconds\": %.4f, \"final_test_accuracy\": %.6f, \"mode\": \"dp\", "
+               "\"precision\": \"%s\", \"bytes_per_step\": %lld, \"skipped_steps\": %lld}\n",
                size_, static_cast<long long>(o_.globalBatch), o_.syncBatchNorm ? "true" : "false",
                o_.compressionName().c_str(), dopt_->reducesAtStep() ? "step" : "overlap",
                secs.str().c_str(), accs.str().c_str(), mean,
-               results.back().testAccuracy);
+               results.back().testAccuracy, o_.precision.c_str(),
+               static_cast<long long>(dopt_->bytesPerStep()),
+               static_cast<long long>(mp_ ? mp_->skippedSteps() : 0));
   std::fflush(log_);
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/error.hpp"
+
 namespace collective::frontend {
 
 Tensor Sequential::forward(const Tensor& x) {
@@ -47,6 +49,17 @@ void Sequential::setProfile(Profile* profile) {
     bwdSection_.push_back(profile_->section((*it)->name() + " bwd"));
   std::reverse(bwdSection_.begin(), bwdSection_.end());
   hookSection_ = profile_->section("grad hook (to engine)");
+}
+
+std::unique_ptr<Sequential> Sequential::extract(size_t begin, size_t end, std::string name) {
+  COLL_CHECK_ARG(begin <= end && end <= layers_.size(), "Sequential::extract: layers [", begin,
+                 ", ", end, ") of ", layers_.size());
+  auto part = std::make_unique<Sequential>(std::move(name));
+  for (size_t i = begin; i < end; ++i) part->layers_.push_back(std::move(layers_[i]));
+  layers_.erase(layers_.begin() + static_cast<std::ptrdiff_t>(begin),
+                layers_.begin() + static_cast<std::ptrdiff_t>(end));
+  part->setTraining(training_);
+  return part;
 }
 
 std::vector<Param*> Sequential::parameters() {

@@ -45,6 +45,10 @@ class Sequential : public Module {
   // Times every layer's forward and backward (and the hook) into `profile` (null: off).
   void setProfile(Profile* profile);
 
+  // Moves layers [begin, end) into a new Sequential (pipeline stages); this one keeps
+  // the others and must not run afterwards.
+  std::unique_ptr<Sequential> extract(size_t begin, size_t end, std::string name);
+
   size_t size() const { return layers_.size(); }
   Module& layer(size_t i) { return *layers_.at(i); }
 

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "data/fashion_mnist.hpp"
 #include "train/options.hpp"
+#include "train/pipeline_trainer.hpp"
 #include "train/trainer.hpp"
 
 using namespace collective::frontend;
@@ -25,6 +26,13 @@ int train(const TrainOptions& o) {
   collComm_t world = nullptr;
   collCheck(collCommInitFromEnv(&world), nullptr, "collCommInitFromEnv");
   OwnedComm worldOwner(world);
+  if (o.mode == "pipeline") {
+    const Dataset train = loadFashionMnist(o.dataDir, true, o.trainLimit);
+    const Dataset test = loadFashionMnist(o.dataDir, false, o.testLimit);
+    PipelineTrainer trainer(o, world, train, test, stdout);
+    trainer.run();
+    return 0;
+  }
   // Split before the engine starts: afterwards its thread owns traffic on `world`.
   OwnedComm aux = OwnedComm::duplicate(world);
   auto ctx = hvd::Context::from_comm(world, false);

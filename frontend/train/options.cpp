@@ -84,6 +84,7 @@ std::string TrainOptions::usage() {
          "  --servers S           ps: parameter-server ranks, the rest are workers (1)\n"
          "  --ps-sync | --ps-async  ps: barrier per step, or none (sync)\n"
          "  --max-staleness K     ps async: a worker more than K versions ahead waits (4)\n"
+         "  --ps-timeout S        ps: a peer silent this long is dead (60)\n"
          "  --precision P         fp32 | bf16 | fp16: forward/backward in 16 bits, float32\n"
          "                        master weights, 16-bit gradient all-reduce; fp16 scales the\n"
          "                        loss dynamically (fp32)\n"
@@ -124,6 +125,7 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
       {"--servers", [&](const std::string& v) { o.servers = static_cast<int>(toInt("--servers", v)); }},
       {"--max-staleness",
        [&](const std::string& v) { o.maxStaleness = toInt("--max-staleness", v); }},
+      {"--ps-timeout", [&](const std::string& v) { o.psTimeout = toDouble("--ps-timeout", v); }},
       {"--precision", [&](const std::string& v) { o.precision = v; }},
       {"--max-steps", [&](const std::string& v) { o.maxSteps = toInt("--max-steps", v); }},
       {"--blas-threads",
@@ -173,6 +175,8 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
                  o.microBatches, " must be in [1, 1024]");
   COLL_CHECK_ARG(o.servers >= 1 && o.servers <= 1024, "--servers ", o.servers,
                  " must be in [1, 1024]");
+  COLL_CHECK_ARG(std::isfinite(o.psTimeout) && o.psTimeout > 0, "--ps-timeout ", o.psTimeout,
+                 " must be a positive number of seconds");
   COLL_CHECK_ARG(o.maxStaleness >= 0, "--max-staleness ", o.maxStaleness, " must be >= 0");
   COLL_CHECK_ARG(o.mode == "dp" || o.precision == "fp32",
                  "--precision ", o.precision, " is implemented for --mode dp only");

@@ -12,3 +12,13 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, float alpha
 void setBlasThreads(int n);
 
 }  // namespace collective::frontend
+
+// Hot elementwise loops of the layers are compiled twice, for AVX2 and for the baseline
+// x86-64 (SSE2) the build targets, and the loader picks one per CPU (GCC's ifunc
+// target_clones). AVX2 without FMA: the compiler contracts nothing in either clone, so a
+// result does not depend on which clone ran (the lane-split sums fix the order).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define FRONTEND_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define FRONTEND_VECTOR_CLONES
+#endif

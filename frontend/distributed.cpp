@@ -52,7 +52,8 @@ void DistributedOptimizer::submit(Param& p) {
     sgd_.foldMomentum(static_cast<size_t>(at - all.begin()));
   }
   hvd::Tensor view = hvdView(p.grad);
-  const bool compress = p.grad.numel() >= kMinCompressedElements;
+  const bool compress = p.grad.numel() >= kMinCompressedElements ||
+                        reducePrecision_ != Precision::Float32;
   pending_.push_back(ctx_.allreduce_async(view, view, p.name, compress ? opts_ : denseOpts_));
   submitted_.push_back(&p);
 }
@@ -98,13 +99,68 @@ void DistributedOptimizer::packGradients() {
   packedSize_ = total;
 }
 
+void DistributedOptimizer::setReducePrecision(Precision p) {
+  COLL_CHECK_ARG(!compressed_ || p == Precision::Float32, "DistributedOptimizer: gradient "
+                 "compression and a 16-bit reduction precision do not combine");
+  reducePrecision_ = p;
+  if (p != Precision::Float32)
+    opts_.compression.kind =
+        p == Precision::BFloat16 ? hvd::Compressor::BF16 : hvd::Compressor::FP16;
+}
+
+int64_t DistributedOptimizer::bytesPerStep() const {
+  int64_t elements = 0, compressible = 0;
+  for (const Param* p : sgd_.params()) {
+    elements += p->grad.numel();
+    if (p->grad.numel() >= kMinCompressedElements) compressible += p->grad.numel();
+  }
+  if (reducePrecision_ != Precision::Float32) return 2 * elements;
+  switch (opts_.compression.kind) {
+    case hvd::Compressor::FP16:
+    case hvd::Compressor::BF16:
+      return 4 * (elements - compressible) + 2 * compressible;
+    case hvd::Compressor::Int8:
+      return 4 * (elements - compressible) + compressible;
+    case hvd::Compressor::TopK:
+      // index + value per kept element
+      return 4 * (elements - compressible) +
+             8 * static_cast<int64_t>(static_cast<double>(compressible) * opts_.compression.density);
+    default:
+      return 4 * elements;
+  }
+}
+
+void DistributedOptimizer::setProfile(Profile* profile) {
+  profile_ = profile;
+  if (!profile_) return;
+  reduceSection_ = profile_->section(atStep_ ? "allreduce (in step)" : "allreduce wait (not hidden)");
+  updateSection_ = profile_->section("optimizer update");
+}
+
 void DistributedOptimizer::stepPacked() {
   if (!gradsArePacked()) packGradients();
   if (fold_)
     for (size_t i = 0; i < sgd_.params().size(); ++i) sgd_.foldMomentum(i);
-  collCheck(collAllReduce(packed_.get(), packed_.get(), packedSize_, collFloat32, collAvg, atStep_,
-                          nullptr),
-            atStep_, "collAllReduce(gradients)");
+  {
+    ProfileScope t(profile_, reduceSection_);
+    if (reducePrecision_ == Precision::Float32) {
+      collCheck(collAllReduce(packed_.get(), packed_.get(), packedSize_, collFloat32, collAvg,
+                              atStep_, nullptr),
+                atStep_, "collAllReduce(gradients)");
+    } else {
+      if (!reduced_ || reduced_->size() != packedSize_)
+        reduced_ = std::make_unique<collective::SharedArray<uint16_t>>(packedSize_);
+      const int64_t n = static_cast<int64_t>(packedSize_);
+      toBits(reducePrecision_, packed_.get(), reduced_->data(), n);
+      collCheck(collAllReduce(reduced_->data(), reduced_->data(), packedSize_,
+                              precisionType(reducePrecision_), collSum, atStep_, nullptr),
+                atStep_, "collAllReduce(16-bit gradients)");
+      fromBits(reducePrecision_, reduced_->data(), packed_.get(), n,
+               1.0f / static_cast<float>(ctx_.size()));
+    }
+  }
+  if (beforeUpdate_ && !beforeUpdate_()) return;
+  ProfileScope t(profile_, updateSection_);
   if (fold_)
     sgd_.stepFolded();
   else
@@ -115,10 +171,15 @@ void DistributedOptimizer::step() {
   if (atStep_) return stepPacked();
   // A parameter whose layer the hook never reported (not in the model's chain) still
   // has to be averaged, or ranks would diverge.
-  for (Param* p : sgd_.params()) submit(*p);
-  for (auto& h : pending_) h.wait();
+  {
+    ProfileScope t(profile_, reduceSection_);
+    for (Param* p : sgd_.params()) submit(*p);
+    for (auto& h : pending_) h.wait();
+  }
   pending_.clear();
   submitted_.clear();
+  if (beforeUpdate_ && !beforeUpdate_()) return;
+  ProfileScope t(profile_, updateSection_);
   if (fold_)
     sgd_.stepFolded();
   else

@@ -19,12 +19,15 @@
 // end of every step).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "collective/hvd.hpp"
 #include "collective/memory.hpp"
+#include "precision.hpp"
+#include "profile.hpp"
 #include "sequential.hpp"
 #include "sgd.hpp"
 
@@ -57,6 +60,17 @@ class DistributedOptimizer {
   std::span<const float> packedGradients() const { return {packed_.get(), packedSize_}; }
   bool reducesAtStep() const { return atStep_ != nullptr; }
   Sgd& sgd() { return sgd_; }
+  // Times the gradient all-reduce (reduceAtStep: the blocking call; overlapped: the wait
+  // in step() for what backward did not hide) and the optimizer update.
+  void setProfile(Profile* profile);
+  // Gradients travel as `p` (bf16/fp16: half the bytes): reduceAtStep converts the packed
+  // buffer and all-reduces 16-bit values; the engine compresses every tensor to it.
+  void setReducePrecision(Precision p);
+  // Runs after the all-reduce, before the update; returning false skips the update (a
+  // loss-scaling overflow). The reduced gradients are the same on every rank.
+  void setBeforeUpdate(std::function<bool()> f) { beforeUpdate_ = std::move(f); }
+  // Gradient bytes each rank contributes to the all-reduce per step.
+  int64_t bytesPerStep() const;
 
  private:
   void submit(Param& p);
@@ -80,6 +94,11 @@ class DistributedOptimizer {
   // gradient_as_bucket_view), so the all-reduce needs no copy in or out.
   std::shared_ptr<float[]> packed_;
   size_t packedSize_ = 0;
+  Precision reducePrecision_ = Precision::Float32;
+  std::unique_ptr<collective::SharedArray<uint16_t>> reduced_;
+  std::function<bool()> beforeUpdate_;
+  Profile* profile_ = nullptr;
+  size_t reduceSection_ = 0, updateSection_ = 0;
 };
 
 hvd::Tensor hvdView(Tensor& t);

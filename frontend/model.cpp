@@ -28,12 +28,11 @@ std::unique_ptr<Sequential> makeFashionCnn(const ModelOptions& o) {
   // the initial values of the others.
   m->add<Conv2d>("conv1", 1, 16, 3, 1, 1, o.seed * 1000 + 1).setNeedsInputGrad(false);
   addNorm(*m, o, "bn1", 16);
-  m->add<ReLU>("relu1");
-  m->add<MaxPool2d>("pool1", 2, 2);
+  // ReLU then max pooling, fused (MaxPool2d's fuseRelu: the same values and gradients).
+  m->add<MaxPool2d>("pool1", 2, 2, true);
   m->add<Conv2d>("conv2", 16, 32, 3, 1, 1, o.seed * 1000 + 2);
   addNorm(*m, o, "bn2", 32);
-  m->add<ReLU>("relu2");
-  m->add<MaxPool2d>("pool2", 2, 2);
+  m->add<MaxPool2d>("pool2", 2, 2, true);
   m->add<Flatten>("flatten");
   m->add<Linear>("fc1", 32 * 7 * 7, 128, o.seed * 1000 + 3);
   m->add<ReLU>("relu3");

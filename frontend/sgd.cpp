@@ -1,5 +1,7 @@
 #include "sgd.hpp"
 
+#include "blas.hpp"
+
 #include "core/error.hpp"
 
 namespace collective::frontend {
@@ -12,6 +14,7 @@ Sgd::Sgd(std::vector<Param*> params, SgdOptions options)
   for (Param* p : params_) momentum_.push_back({p->name + ".momentum", Tensor(p->value.shape())});
 }
 
+FRONTEND_VECTOR_CLONES
 void Sgd::step() {
   const float lr = options_.lr, mu = options_.momentum, wd = options_.weightDecay;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -45,6 +48,7 @@ void Sgd::foldMomentum(size_t i) {
   }
 }
 
+FRONTEND_VECTOR_CLONES
 void Sgd::stepFolded() {
   const float lr = options_.lr;
   for (Param* prm : params_) {

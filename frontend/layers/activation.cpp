@@ -1,5 +1,7 @@
 #include "layers/activation.hpp"
 
+#include "blas.hpp"
+
 #include <algorithm>
 
 #include "core/error.hpp"

@@ -1,5 +1,7 @@
 #include "layers/batchnorm.hpp"
 
+#include "blas.hpp"
+
 #include <cmath>
 
 #include "core/error.hpp"
@@ -16,11 +18,11 @@ int64_t rowLength(const Tensor& x) { return x.ndim() == 4 ? x.dim(2) * x.dim(3) 
 // lanes vectorise. The fixed lane order keeps results deterministic.
 constexpr int kLanes = 8;
 
-float laneTotal(const float (&acc)[kLanes]) {
+[[gnu::always_inline]] inline float laneTotal(const float (&acc)[kLanes]) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-float rowSum(const float* __restrict v, int64_t n) {
+[[gnu::always_inline]] inline float rowSum(const float* __restrict v, int64_t n) {
   float acc[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
@@ -29,7 +31,7 @@ float rowSum(const float* __restrict v, int64_t n) {
   return laneTotal(acc);
 }
 
-float rowSquaredDeviation(const float* __restrict v, float mu, int64_t n) {
+[[gnu::always_inline]] inline float rowSquaredDeviation(const float* __restrict v, float mu, int64_t n) {
   float acc[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
@@ -38,22 +40,56 @@ float rowSquaredDeviation(const float* __restrict v, float mu, int64_t n) {
   return laneTotal(acc);
 }
 
-// sum(g) and sum(g * h) in one pass.
-void rowSumAndDot(const float* __restrict g, const float* __restrict h, int64_t n, float& sum,
-                  float& dot) {
+// sum(g) and sum(g * xhat) with xhat = (x - mu) * is, in one pass.
+[[gnu::always_inline]] inline void rowSumAndDot(const float* __restrict g, const float* __restrict x, float mu, float is,
+                  int64_t n, float& sum, float& dot) {
   float s[kLanes] = {}, d[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (int l = 0; l < kLanes; ++l) {
       s[l] += g[i + l];
-      d[l] += g[i + l] * h[i + l];
+      d[l] += g[i + l] * ((x[i + l] - mu) * is);
     }
   for (; i < n; ++i) {
     s[0] += g[i];
-    d[0] += g[i] * h[i];
+    d[0] += g[i] * ((x[i] - mu) * is);
   }
   sum = laneTotal(s);
   dot = laneTotal(d);
+}
+
+
+// Per channel: sums[c] += sum(dy), sums[C + c] += sum(dy * xhat) over the batch.
+FRONTEND_VECTOR_CLONES
+void gradSums(const float* dy, const float* x, const float* mean, const float* invstd,
+              int64_t batch, int64_t C, int64_t len, double* sums) {
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t at = (b * C + c) * len;
+      float sd, sdx;
+      rowSumAndDot(dy + at, x + at, mean[c], invstd[c], len, sd, sdx);
+      sums[c] += sd;
+      sums[C + c] += sdx;
+    }
+  }
+}
+
+// dx = scale * (dy - mean(dy) - xhat * mean(dy * xhat)), per channel.
+FRONTEND_VECTOR_CLONES
+void inputGrad(const float* dy, const float* x, const float* mean, const float* invstd,
+               const float* scale, const float* meanDy, const float* meanDyXhat, int64_t batch,
+               int64_t C, int64_t len, float* dx) {
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t at = (b * C + c) * len;
+      const float mu = mean[c], is = invstd[c], sc = scale[c], md = meanDy[c],
+                  mdx = meanDyXhat[c];
+      const float* __restrict g = dy + at;
+      const float* __restrict xi = x + at;
+      float* __restrict out = dx + at;
+      for (int64_t i = 0; i < len; ++i) out[i] = sc * (g[i] - md - ((xi[i] - mu) * is) * mdx);
+    }
+  }
 }
 
 }  // namespace
@@ -79,6 +115,7 @@ void BatchNorm::checkInput(const Tensor& x) const {
 
 // Two passes (mean, then squared deviations): one-pass sum/sum-of-squares loses digits
 // when |mean| >> std. Rows are summed in float, rows combined in double.
+FRONTEND_VECTOR_CLONES
 BatchNorm::Moments BatchNorm::localMoments(const Tensor& x) const {
   const int64_t batch = x.dim(0), len = rowLength(x);
   Moments m;
@@ -102,22 +139,24 @@ BatchNorm::Moments BatchNorm::localMoments(const Tensor& x) const {
   return m;
 }
 
+// y = xhat * gamma + beta with xhat = (x - mean) * invstd. xhat is not stored: backward
+// recomputes it from x with the same expression, one subtraction and one multiply per
+// element instead of a write and a read of a tensor the size of x.
+FRONTEND_VECTOR_CLONES
 void BatchNorm::normalise(const Tensor& x, const std::vector<double>& mean) {
   const int64_t batch = x.dim(0), len = rowLength(x);
-  ensureBuffer(xhat_, x.shape());
+  x_ = x;
+  mean_.resize(channels_);
+  for (int64_t c = 0; c < channels_; ++c) mean_[c] = static_cast<float>(mean[c]);
   ensureBuffer(y_, x.shape());
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t c = 0; c < channels_; ++c) {
       const int64_t at = (b * channels_ + c) * len;
-      const float mu = static_cast<float>(mean[c]), is = invstd_[c];
+      const float mu = mean_[c], is = invstd_[c];
       const float g = weight_.value[c], beta = bias_.value[c];
       const float* __restrict in = x.data() + at;
-      float* __restrict xh = xhat_.data() + at;
       float* __restrict out = y_.data() + at;
-      for (int64_t i = 0; i < len; ++i) {
-        xh[i] = (in[i] - mu) * is;
-        out[i] = xh[i] * g + beta;
-      }
+      for (int64_t i = 0; i < len; ++i) out[i] = ((in[i] - mu) * is) * g + beta;
     }
   }
 }
@@ -157,41 +196,36 @@ Tensor BatchNorm::forward(const Tensor& x) {
 }
 
 Tensor BatchNorm::backward(const Tensor& dy) {
-  COLL_CHECK_ARG(dy.shape() == xhat_.shape(), "BatchNorm ", name_, ": gradient shape ",
-                 shapeString(dy.shape()), ", input shape ", shapeString(xhat_.shape()));
+  COLL_CHECK_ARG(x_.defined(), "BatchNorm ", name_, ": backward without a forward");
+  COLL_CHECK_ARG(dy.shape() == x_.shape(), "BatchNorm ", name_, ": gradient shape ",
+                 shapeString(dy.shape()), ", input shape ", shapeString(x_.shape()));
   const int64_t batch = dy.dim(0), len = rowLength(dy), C = channels_;
   std::vector<double> sums(2 * C, 0.0);
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t c = 0; c < C; ++c) {
-      const int64_t at = (b * C + c) * len;
-      float sd, sdx;
-      rowSumAndDot(dy.data() + at, xhat_.data() + at, len, sd, sdx);
-      sums[c] += sd;
-      sums[C + c] += sdx;
-    }
-  }
+  gradSums(dy.data(), x_.data(), mean_.data(), invstd_.data(), batch, C, len, sums.data());
   // gamma and beta act per sample, so their gradients are this rank's sums; averaging
   // across ranks happens with the other parameter gradients.
   for (int64_t c = 0; c < C; ++c) {
     bias_.grad[c] = static_cast<float>(sums[c]);
     weight_.grad[c] = static_cast<float>(sums[C + c]);
   }
-  if (!needsInputGrad_) return {};
+  if (!needsInputGrad_) {
+    x_ = Tensor();
+    return {};
+  }
   ensureBuffer(dx_, dy.shape());
   if (trainedForward_) reduceGradSums(sums);
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t c = 0; c < C; ++c) {
-      const int64_t at = (b * C + c) * len;
-      const float scale = weight_.value[c] * invstd_[c];
-      // In eval mode the statistics are constants and only the affine part remains.
-      const float meanDy = trainedForward_ ? static_cast<float>(sums[c] / count_) : 0.0f;
-      const float meanDyXhat = trainedForward_ ? static_cast<float>(sums[C + c] / count_) : 0.0f;
-      const float* __restrict g = dy.data() + at;
-      const float* __restrict xh = xhat_.data() + at;
-      float* __restrict out = dx_.data() + at;
-      for (int64_t i = 0; i < len; ++i) out[i] = scale * (g[i] - meanDy - xh[i] * meanDyXhat);
+  std::vector<float> scale(C), meanDy(C, 0.0f), meanDyXhat(C, 0.0f);
+  for (int64_t c = 0; c < C; ++c) {
+    scale[c] = weight_.value[c] * invstd_[c];
+    // In eval mode the statistics are constants and only the affine part remains.
+    if (trainedForward_) {
+      meanDy[c] = static_cast<float>(sums[c] / count_);
+      meanDyXhat[c] = static_cast<float>(sums[C + c] / count_);
     }
   }
+  inputGrad(dy.data(), x_.data(), mean_.data(), invstd_.data(), scale.data(), meanDy.data(),
+            meanDyXhat.data(), batch, C, len, dx_.data());
+  x_ = Tensor();  // lets the producer of x reuse its buffer next step
   return dx_;
 }
 

@@ -46,8 +46,9 @@ class BatchNorm : public Module {
   // From the last forward, for backward.
   bool trainedForward_ = false;
   double count_ = 0;           // elements per channel in the (global) batch
-  std::vector<float> invstd_;  // per channel
-  Tensor xhat_, y_, dx_;
+  std::vector<float> mean_, invstd_;  // per channel
+  Tensor x_;                          // input of the last forward, released by backward
+  Tensor y_, dx_;
 };
 
 }  // namespace collective::frontend

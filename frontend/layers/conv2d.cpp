@@ -9,6 +9,25 @@
 
 namespace collective::frontend {
 
+namespace {
+
+// sums[m] += sum of row m of g [rows, len], with 8 partial sums in a fixed order: one
+// accumulator is a dependency chain the compiler may not split (that changes rounding).
+FRONTEND_VECTOR_CLONES
+void addRowSums(const float* g, int64_t rows, int64_t len, double* sums) {
+  for (int64_t m = 0; m < rows; ++m) {
+    float part[8] = {};
+    const float* __restrict row = g + m * len;
+    int64_t p = 0;
+    for (; p + 8 <= len; p += 8)
+      for (int l = 0; l < 8; ++l) part[l] += row[p + l];
+    for (; p < len; ++p) part[0] += row[p];
+    sums[m] += ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+  }
+}
+
+}  // namespace
+
 Conv2d::Conv2d(std::string name, int64_t inChannels, int64_t outChannels, int64_t kernel,
                int64_t stride, int64_t padding, uint64_t seed)
     : Module(std::move(name)),
@@ -65,11 +84,7 @@ Tensor Conv2d::backward(const Tensor& dy) {
   }
   for (int64_t b = 0; b < batch_; ++b) {
     const float* g = dy.data() + b * out_ * plane;
-    for (int64_t m = 0; m < out_; ++m) {
-      float part = 0.0f;
-      for (int64_t p = 0; p < plane; ++p) part += g[m * plane + p];
-      db[m] += part;
-    }
+    addRowSums(g, out_, plane, db.data());
     im2col(geom_, x_.data() + b * image, col_.data());
     gemm(false, true, out_, rows, plane, 1.0f, g, plane, col_.data(), plane, b ? 1.0f : 0.0f,
          weight_.grad.data(), rows);

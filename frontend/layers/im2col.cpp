@@ -1,5 +1,7 @@
 #include "layers/im2col.hpp"
 
+#include "blas.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -21,6 +23,7 @@ ColRange validColumns(const ConvGeometry& g, int64_t j, int64_t outW) {
 
 }  // namespace
 
+FRONTEND_VECTOR_CLONES
 void im2col(const ConvGeometry& g, const float* x, float* col) {
   const int64_t oh = g.outHeight(), ow = g.outWidth(), plane = oh * ow;
   const int64_t cols = g.colCols();
@@ -55,6 +58,7 @@ void im2col(const ConvGeometry& g, const float* x, float* col) {
   }
 }
 
+FRONTEND_VECTOR_CLONES
 void col2im(const ConvGeometry& g, const float* col, float* dx) {
   const int64_t oh = g.outHeight(), ow = g.outWidth(), plane = oh * ow;
   const int64_t cols = g.colCols();

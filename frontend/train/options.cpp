@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "data/fashion_mnist.hpp"
+#include "precision.hpp"
 
 namespace collective::frontend {
 
@@ -75,7 +76,19 @@ std::string TrainOptions::usage() {
          "  --train-limit N       use the first N training images only\n"
          "  --test-limit N        use the first N test images only\n"
          "  --no-progress         no progress bar, one line per epoch\n"
-         "  --blas-threads N      OpenBLAS threads per rank (1)\n";
+         "  --blas-threads N      OpenBLAS threads per rank (1)\n"
+         "  --max-steps N         at most N steps per epoch (quick runs; 0: all)\n"
+         "  --mode M              dp | pipeline | ps (dp)\n"
+         "  --stages P            pipeline: stages per replica; ranks = P x replicas (2)\n"
+         "  --micro-batches M     pipeline: GPipe micro-batches per step (4)\n"
+         "  --servers S           ps: parameter-server ranks, the rest are workers (1)\n"
+         "  --ps-sync | --ps-async  ps: barrier per step, or none (sync)\n"
+         "  --max-staleness K     ps async: a worker more than K versions ahead waits (4)\n"
+         "  --ps-timeout S        ps: a peer silent this long is dead (60)\n"
+         "  --precision P         fp32 | bf16 | fp16: forward/backward in 16 bits, float32\n"
+         "                        master weights, 16-bit gradient all-reduce; fp16 scales the\n"
+         "                        loss dynamically (fp32)\n"
+         "  --profile             per-layer time per step after every epoch (rank 0)\n";
 }
 
 TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
@@ -105,6 +118,16 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
       {"--load", [&](const std::string& v) { o.loadPath = v; }},
       {"--train-limit", [&](const std::string& v) { o.trainLimit = toInt("--train-limit", v); }},
       {"--test-limit", [&](const std::string& v) { o.testLimit = toInt("--test-limit", v); }},
+      {"--mode", [&](const std::string& v) { o.mode = v; }},
+      {"--stages", [&](const std::string& v) { o.stages = static_cast<int>(toInt("--stages", v)); }},
+      {"--micro-batches",
+       [&](const std::string& v) { o.microBatches = static_cast<int>(toInt("--micro-batches", v)); }},
+      {"--servers", [&](const std::string& v) { o.servers = static_cast<int>(toInt("--servers", v)); }},
+      {"--max-staleness",
+       [&](const std::string& v) { o.maxStaleness = toInt("--max-staleness", v); }},
+      {"--ps-timeout", [&](const std::string& v) { o.psTimeout = toDouble("--ps-timeout", v); }},
+      {"--precision", [&](const std::string& v) { o.precision = v; }},
+      {"--max-steps", [&](const std::string& v) { o.maxSteps = toInt("--max-steps", v); }},
       {"--blas-threads",
        [&](const std::string& v) {
          const int64_t n = toInt("--blas-threads", v);
@@ -117,6 +140,9 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
       {"--no-sync-bn", [&] { o.syncBatchNorm = false; }},
       {"--no-error-feedback", [&] { o.compression.error_feedback = false; }},
       {"--no-progress", [&] { o.progress = false; }},
+      {"--profile", [&] { o.profile = true; }},
+      {"--ps-sync", [&] { o.psAsync = false; }},
+      {"--ps-async", [&] { o.psAsync = true; }},
   };
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i], value;
@@ -141,6 +167,23 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
   // 0 means all; a negative limit was silently taken as all too.
   COLL_CHECK_ARG(o.trainLimit >= 0, "--train-limit ", o.trainLimit, " must be >= 0 (0: all)");
   COLL_CHECK_ARG(o.testLimit >= 0, "--test-limit ", o.testLimit, " must be >= 0 (0: all)");
+  parsePrecision(o.precision);  // throws on a bad name
+  COLL_CHECK_ARG(o.mode == "dp" || o.mode == "pipeline" || o.mode == "ps", "--mode '", o.mode,
+                 "', expected dp|pipeline|ps");
+  COLL_CHECK_ARG(o.stages >= 1 && o.stages <= 64, "--stages ", o.stages, " must be in [1, 64]");
+  COLL_CHECK_ARG(o.microBatches >= 1 && o.microBatches <= 1024, "--micro-batches ",
+                 o.microBatches, " must be in [1, 1024]");
+  COLL_CHECK_ARG(o.servers >= 1 && o.servers <= 1024, "--servers ", o.servers,
+                 " must be in [1, 1024]");
+  COLL_CHECK_ARG(std::isfinite(o.psTimeout) && o.psTimeout > 0, "--ps-timeout ", o.psTimeout,
+                 " must be a positive number of seconds");
+  COLL_CHECK_ARG(o.maxStaleness >= 0, "--max-staleness ", o.maxStaleness, " must be >= 0");
+  COLL_CHECK_ARG(o.mode == "dp" || o.precision == "fp32",
+                 "--precision ", o.precision, " is implemented for --mode dp only");
+  COLL_CHECK_ARG(o.precision == "fp32" || o.compression.kind == hvd::Compressor::None,
+                 "--precision ", o.precision, " already reduces gradients in 16 bits; it does not "
+                 "combine with --compression");
+  COLL_CHECK_ARG(o.maxSteps >= 0, "--max-steps ", o.maxSteps, " must be >= 0 (0: all)");
   COLL_CHECK_ARG(o.globalBatch > 0, "--batch-size ", o.globalBatch, " must be positive");
   COLL_CHECK_ARG(o.compression.density > 0 && o.compression.density <= 1, "--topk-density ",
                  o.compression.density, " must be in (0, 1]");

@@ -35,6 +35,18 @@ struct TrainOptions {
   int64_t evalBatch = 500;
   bool progress = true;  // progress bar on rank 0
   int blasThreads = 1;
+  // "dp" (data parallel, Trainer), "pipeline" (PipelineTrainer) or "ps" (parameter
+  // server, PsTrainer).
+  std::string mode = "dp";
+  int stages = 2;            // pipeline: stages per replica (ranks = stages * replicas)
+  int microBatches = 4;      // pipeline: micro-batches per step (GPipe)
+  int servers = 1;           // ps: server ranks (the others are workers)
+  bool psAsync = false;      // ps: no barrier per step
+  int64_t maxStaleness = 4;
+  double psTimeout = 60;     // ps: seconds of silence after which a peer counts as dead  // ps async: a worker waits when it is more versions ahead
+  std::string precision = "fp32";  // fp32 | bf16 | fp16 (mixed precision, MixedPrecision)
+  bool profile = false;     // per-layer timers, printed by rank 0 after every epoch
+  int64_t maxSteps = 0;     // > 0: at most this many steps per epoch (quick runs)
 
   static std::string usage();
   // Throws coll::Error (collInvalidArgument) naming the bad flag.

@@ -12,6 +12,8 @@
 #include "core/error.hpp"
 #include "data/fashion_mnist.hpp"
 #include "train/options.hpp"
+#include "train/pipeline_trainer.hpp"
+#include "train/ps_trainer.hpp"
 #include "train/trainer.hpp"
 
 using namespace collective::frontend;
@@ -25,6 +27,20 @@ int train(const TrainOptions& o) {
   collComm_t world = nullptr;
   collCheck(collCommInitFromEnv(&world), nullptr, "collCommInitFromEnv");
   OwnedComm worldOwner(world);
+  if (o.mode == "ps") {
+    const Dataset train = loadFashionMnist(o.dataDir, true, o.trainLimit);
+    const Dataset test = loadFashionMnist(o.dataDir, false, o.testLimit);
+    PsTrainer trainer(o, world, train, test, stdout);
+    trainer.run();
+    return 0;
+  }
+  if (o.mode == "pipeline") {
+    const Dataset train = loadFashionMnist(o.dataDir, true, o.trainLimit);
+    const Dataset test = loadFashionMnist(o.dataDir, false, o.testLimit);
+    PipelineTrainer trainer(o, world, train, test, stdout);
+    trainer.run();
+    return 0;
+  }
   // Split before the engine starts: afterwards its thread owns traffic on `world`.
   OwnedComm aux = OwnedComm::duplicate(world);
   auto ctx = hvd::Context::from_comm(world, false);

@@ -80,6 +80,19 @@ Trainer::Trainer(const TrainOptions& options, hvd::Context& ctx, collComm_t aux,
   // other, so their calls never interleave.
   cpus_ = usableCpus();
   if (o_.gradSyncAtStep(ctx.local_size(), cpus_)) dopt_->reduceAtStep(aux_);
+  const Precision precision = parsePrecision(o_.precision);
+  if (precision != Precision::Float32) {
+    mp_ = std::make_unique<MixedPrecision>(model_->parameters(), precision);
+    model_->setBoundaryPrecision(precision);
+    dopt_->setReducePrecision(precision);
+    dopt_->setBeforeUpdate([this] { return mp_->unscaleAndCheck(); });
+  }
+  if (o_.profile) {
+    dataSection_ = profile_.section("batch gather");
+    model_->setProfile(&profile_);
+    lossSection_ = profile_.section("loss fwd+bwd");
+    dopt_->setProfile(&profile_);
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -105,7 +118,9 @@ int64_t Trainer::restoreOrBroadcast() {
 EpochResult Trainer::trainEpoch(int64_t epoch) {
   model_->setTraining(true);
   const std::vector<int64_t> order = sampler_.indices(epoch);
-  const int64_t steps = sampler_.steps(localBatch_), mine = static_cast<int64_t>(order.size());
+  const int64_t steps = o_.maxSteps > 0 ? std::min(o_.maxSteps, sampler_.steps(localBatch_))
+                                        : sampler_.steps(localBatch_);
+  const int64_t mine = static_cast<int64_t>(order.size());
   std::ostringstream label;
   label << "epoch " << epoch + 1 << "/" << o_.epochs;
   ProgressBar bar(log_ ? log_ : stdout, log_ != nullptr && o_.progress, label.str(), steps);
@@ -116,12 +131,23 @@ EpochResult Trainer::trainEpoch(int64_t epoch) {
   const auto start = std::chrono::steady_clock::now();
   for (int64_t s = 0; s < steps; ++s) {
     const int64_t begin = s * localBatch_, n = std::min(localBatch_, mine - begin);
-    gatherBatch(train_, std::span(order).subspan(begin, n), x, labels);
+    {
+      ProfileScope t(o_.profile ? &profile_ : nullptr, dataSection_);
+      gatherBatch(train_, std::span(order).subspan(begin, n), x, labels);
+    }
+    Tensor dlogits;
+    if (mp_) mp_->castParameters();
     {
       Tensor logits = model_->forward(x);
+      ProfileScope t(o_.profile ? &profile_ : nullptr, lossSection_);
       lossSum += static_cast<double>(loss_.forward(logits, labels)) * n;
+      dlogits = loss_.backward();
+      if (mp_ && mp_->scalesLoss())
+        for (float& v : dlogits.span()) v *= mp_->lossScale();
     }
-    model_->backward(loss_.backward());
+    model_->backward(dlogits);
+    dlogits = Tensor();
+    if (mp_) mp_->restoreMaster();
     sgd_->setLr(o_.lrAt(sgd_->steps(), steps * o_.epochs));
     dopt_->step();
     seen += n;
@@ -135,6 +161,12 @@ EpochResult Trainer::trainEpoch(int64_t epoch) {
   r.trainLoss = totals[1] > 0 ? totals[0] / totals[1] : 0.0;
   r.images = static_cast<int64_t>(totals[1]);
   bar.finish(r.images, r.trainLoss);
+  if (o_.profile) {
+    std::ostringstream title;
+    title << "rank " << rank_ << ", epoch " << epoch + 1;
+    profile_.print(log_, steps, title.str());
+    profile_.reset();
+  }
   return r;
 }
 
@@ -191,11 +223,14 @@ void Trainer::summary(const std::vector<EpochResult>& results) const {
   std::fprintf(log_,
                "RESULT {\"ranks\": %d, \"global_batch\": %lld, \"sync_bn\": %s, "
                "\"compression\": \"%s\", \"grad_sync\": \"%s\", \"epoch_seconds\": [%s], \"test_accuracy\": [%s], "
-               "\"mean_epoch_seconds\": %.4f, \"final_test_accuracy\": %.6f}\n",
+               "\"mean_epoch_seconds\": %.4f, \"final_test_accuracy\": %.6f, \"mode\": \"dp\", "
+               "\"precision\": \"%s\", \"bytes_per_step\": %lld, \"skipped_steps\": %lld}\n",
                size_, static_cast<long long>(o_.globalBatch), o_.syncBatchNorm ? "true" : "false",
                o_.compressionName().c_str(), dopt_->reducesAtStep() ? "step" : "overlap",
                secs.str().c_str(), accs.str().c_str(), mean,
-               results.back().testAccuracy);
+               results.back().testAccuracy, o_.precision.c_str(),
+               static_cast<long long>(dopt_->bytesPerStep()),
+               static_cast<long long>(mp_ ? mp_->skippedSteps() : 0));
   std::fflush(log_);
 }
 

@@ -13,6 +13,8 @@
 #include "data/sampler.hpp"
 #include "distributed.hpp"
 #include "loss.hpp"
+#include "precision.hpp"
+#include "profile.hpp"
 #include "sequential.hpp"
 #include "sgd.hpp"
 #include "train/options.hpp"
@@ -44,6 +46,8 @@ class Trainer {
   Sequential& model() { return *model_; }
   Sgd& sgd() { return *sgd_; }
   int64_t localBatch() const { return localBatch_; }
+  DistributedOptimizer& optimizer() { return *dopt_; }
+  MixedPrecision* mixedPrecision() { return mp_.get(); }
 
  private:
   int64_t restoreOrBroadcast();
@@ -65,6 +69,9 @@ class Trainer {
   std::unique_ptr<DistributedOptimizer> dopt_;
   int cpus_ = 1;  // CPUs this rank may run on
   SoftmaxCrossEntropy loss_;
+  std::unique_ptr<MixedPrecision> mp_;
+  Profile profile_;
+  size_t dataSection_ = 0, lossSection_ = 0;
 };
 
 }  // namespace collective::frontend

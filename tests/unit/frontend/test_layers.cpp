@@ -171,6 +171,34 @@ TEST(MaxPool2d, BackwardMatchesNumericalGradient) {
   checkLayerGradients(pool, x);
 }
 
+// The fused ReLU gives exactly ReLU followed by MaxPool2d: same values, same gradients
+// (windows with a negative or zero maximum get none), NaN still propagates.
+TEST(MaxPool2d, FusedReluEqualsReluThenPool) {
+  for (int64_t kernel : {2, 3}) {
+    Tensor x = randomTensor({3, 4, 8, 8}, 11 + kernel, -1.5f, 0.5f);
+    x[5] = std::nanf("");
+    MaxPool2d fused("fused", kernel, 2, true), pool("pool", kernel, 2);
+    ReLU relu("relu");
+    const Tensor y = fused.forward(x).clone();
+    const Tensor ref = pool.forward(relu.forward(x)).clone();
+    ASSERT_EQ(y.shape(), ref.shape());
+    int negativeWindows = 0;
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      if (std::isnan(ref[i])) {
+        EXPECT_TRUE(std::isnan(y[i])) << "at " << i;
+        continue;
+      }
+      EXPECT_EQ(y[i], ref[i]) << "at " << i;
+      negativeWindows += ref[i] == 0.0f;
+    }
+    EXPECT_GT(negativeWindows, 0);  // the case where the two orders pick different winners
+    const Tensor dy = randomTensor(y.shape(), 12);
+    const Tensor dx = fused.backward(dy).clone();
+    const Tensor dref = relu.backward(pool.backward(dy));
+    for (int64_t i = 0; i < dx.numel(); ++i) ASSERT_EQ(dx[i], dref[i]) << "at " << i;
+  }
+}
+
 TEST(Flatten, IsAViewAndRestoresShape) {
   Flatten f("flatten");
   const Tensor x = randomTensor({2, 3, 2, 2}, 1);

@@ -25,7 +25,7 @@ constexpr TypeEntry kTypes[] = {
     {"float16", collHalf},    {"float32", collFloat}, {"float64", collDouble},
     {"bf16", collBfloat16},   {"int16", collInt16},   {"uint16", collUint16},
 };
-constexpr const char* kOps[] = {"sum", "prod", "max", "min", "avg", "band", "bor", "bxor"};
+constexpr const char* kOps[] = {"sum", "prod", "max", "min", "avg", "band", "bor", "bxor", "sumrepro", "avgrepro"};
 static_assert(std::size(kOps) == collNumOps);
 
 std::string fail(const std::string& flag, const std::string& value, const char* why) {
@@ -274,7 +274,7 @@ collDataType_t parseType(const std::string& name) {
 collRedOp_t parseOp(const std::string& name) {
   for (int i = 0; i < collNumOps; ++i)
     if (name == kOps[i]) return collRedOp_t(i);
-  throw UsageError(fail("-o", name, "unknown op (sum prod max min avg all)"));
+  throw UsageError(fail("-o", name, "unknown op (sum prod max min avg band bor bxor sumrepro avgrepro all)"));
 }
 
 const char* typeName(collDataType_t dt) {

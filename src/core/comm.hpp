@@ -117,6 +117,7 @@ class Comm final : public Team {
   int nranks_ = 0;
   UniqueIdData id_;
   double timeoutSec_ = 300;
+  bool reproducible_ = false;  // COLL_REPRODUCIBLE
   // Requests in queue_ (changed under queueMu_): lets a blocking call skip that lock.
   std::atomic<size_t> pending_{0};
   HotParams hot_;

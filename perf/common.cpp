@@ -243,7 +243,7 @@ std::string usageText(const char* prog) {
      << "  -c,--check <0|1>         verify every output element (default 1)\n"
      << "  -d,--datatype <t|all>    int8 uint8 int32 uint32 int64 uint64 half float double"
      << " bfloat16 (default float)\n"
-     << "  -o,--op <op|all>         sum prod max min avg (default sum)\n"
+     << "  -o,--op <op|all>         sum prod max min avg band bor bxor sumrepro avgrepro (default sum)\n"
      << "  -r,--root <r|all>        root of broadcast/reduce/gather/scatter (default 0)\n"
      << "  -z,--blocking <0|1>      accepted for compatibility (host calls always block)\n"
      << "  -a,--average <0..3>      time across ranks: 0 rank 0, 1 mean, 2 min, 3 max"

@@ -82,6 +82,8 @@ class Comm final : public Team {
   // The device algorithm for a device-buffer call of `kind`, or null for host staging
   // (Selector::deviceAlgorithm).
   const Algorithm* deviceAlgorithm(OpKind kind) const { return selector_->deviceAlgorithm(kind); }
+  // COLL_REPRODUCIBLE: collSum / collAvg of floating types run reproducibly (core/repro.hpp).
+  bool reproducible() const { return reproducible_; }
   uint64_t jobNonce() const { return id_.jobNonce; }
   const UniqueIdData& id() const { return id_; }
 

@@ -20,6 +20,7 @@
 #include "core/repro.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -105,31 +106,82 @@ inline float specialFloat(uint32_t f) {
 
 enum class Narrow { None, Half, Bf16 };
 
+// One element the vectorised pass below leaves alone: specials, and sums of 2^53 or more
+// (only with more than 8 ranks).
+template <Narrow N>
+void finishFloatOne(void* out, size_t at, int64_t acc, int32_t emax, uint32_t flags, int divisor) {
+  float r;
+  if (flags) {
+    r = specialFloat(flags);
+  } else {
+    const int e = std::max(emax, 1) - 126;
+    const float f = intToFloat(acc, N != Narrow::None);
+    r = static_cast<float>(static_cast<double>(f) * pow2(e - kFrac));
+  }
+  if constexpr (N == Narrow::None) {
+    if (divisor > 1) r = static_cast<float>(static_cast<double>(r) / divisor);
+    static_cast<float*>(out)[at] = r;
+  } else {
+    uint16_t h = N == Narrow::Half ? floatToHalf(r) : floatToBf16(r);
+    if (divisor > 1) {
+      const float w = N == Narrow::Half ? halfToFloat(h) : bf16ToFloat(h);
+      const float q = w / static_cast<float>(divisor);  // 24 >= 2p + 2: one rounding in effect
+      h = N == Narrow::Half ? floatToHalf(q) : floatToBf16(q);
+    }
+    static_cast<uint16_t*>(out)[at] = h;
+  }
+}
+
+constexpr int64_t kExactDouble = int64_t{1} << 53;
+
+// r[i] = acc[i] * 2^(E - frac) rounded to float: to nearest even, or to odd (`odd`, for
+// a later rounding to 16 bits). Exact for |acc| < 2^53: acc's 32-bit halves convert
+// exactly (the 2^52 tricks), their sum rounds once, the scaling is exact in double.
+template <bool Odd>
+COLL_REPRO_KERNEL void finishFloatLoop(float* r, const int64_t* acc, const int32_t* emax, size_t m) {
+  const double two52 = 0x1p52;
+  for (size_t i = 0; i < m; ++i) {
+    const int64_t s = acc[i];
+    const double lo = __builtin_bit_cast(double, 0x4330000000000000ull | (static_cast<uint64_t>(s) & 0xffffffffull)) - two52;
+    const double hi = __builtin_bit_cast(double, __builtin_bit_cast(uint64_t, kMagic) + static_cast<uint64_t>(s >> 32)) - kMagic;
+    const double d = hi * 4294967296.0 + lo;
+    const int32_t em = emax[i] > 1 ? emax[i] : 1;
+    const double v = d * __builtin_bit_cast(double, static_cast<uint64_t>(1023 + em - 126 - kFrac) << 52);
+    float f = static_cast<float>(v);
+    if constexpr (Odd) {
+      const double back = static_cast<double>(f);
+      uint32_t fb = __builtin_bit_cast(uint32_t, f);
+      const bool nudge = back != v && (fb & 1u) == 0;
+      const uint32_t step = std::fabs(back) < std::fabs(v) ? 1u : 0xffffffffu;
+      fb += nudge ? step : 0u;
+      f = __builtin_bit_cast(float, fb);
+    }
+    r[i] = f;
+  }
+}
+
 template <Narrow N>
 void finishFloatBlock(void* out, size_t off, const int64_t* acc, const int32_t* emax,
                       const uint32_t* flags, size_t m, int divisor) {
-  for (size_t i = 0; i < m; ++i) {
-    float r;
-    if (flags[i]) {
-      r = specialFloat(flags[i]);
-    } else {
-      const int e = std::max(emax[i], 1) - 126;
-      const float f = intToFloat(acc[i], N != Narrow::None);
-      r = static_cast<float>(static_cast<double>(f) * pow2(e - kFrac));
-    }
-    if constexpr (N == Narrow::None) {
-      if (divisor > 1) r = static_cast<float>(static_cast<double>(r) / divisor);
-      static_cast<float*>(out)[off + i] = r;
-    } else {
-      uint16_t h = N == Narrow::Half ? floatToHalf(r) : floatToBf16(r);
-      if (divisor > 1) {
-        const float w = N == Narrow::Half ? halfToFloat(h) : bf16ToFloat(h);
-        const float q = w / static_cast<float>(divisor);  // 24 >= 2p + 2: one rounding in effect
-        h = N == Narrow::Half ? floatToHalf(q) : floatToBf16(q);
-      }
-      static_cast<uint16_t*>(out)[off + i] = h;
+  alignas(64) float r[kBlock];
+  finishFloatLoop<N != Narrow::None>(r, acc, emax, m);
+  if constexpr (N == Narrow::None) {
+    if (divisor > 1)
+      for (size_t i = 0; i < m; ++i) r[i] = static_cast<float>(static_cast<double>(r[i]) / divisor);
+    std::memcpy(static_cast<float*>(out) + off, r, m * sizeof(float));
+  } else {
+    uint16_t* o = static_cast<uint16_t*>(out) + off;
+    N == Narrow::Half ? floatToHalfN(o, r, m) : floatToBf16N(o, r, m);
+    if (divisor > 1) {
+      N == Narrow::Half ? halfToFloatN(r, o, m) : bf16ToFloatN(r, o, m);
+      const float d = static_cast<float>(divisor);
+      for (size_t i = 0; i < m; ++i) r[i] = r[i] / d;
+      N == Narrow::Half ? floatToHalfN(o, r, m) : floatToBf16N(o, r, m);
     }
   }
+  for (size_t i = 0; i < m; ++i)
+    if (flags[i] || acc[i] >= kExactDouble || acc[i] <= -kExactDouble)
+      finishFloatOne<N>(out, off + i, acc[i], emax[i], flags[i], divisor);
 }
 
 template <Narrow N>

@@ -31,6 +31,10 @@
 #include "core/reduce.hpp"
 #include "core/types.hpp"
 
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__SANITIZE_THREAD__)
 #define COLL_REPRO_KERNEL __attribute__((target_clones("avx2", "default")))
@@ -73,9 +77,11 @@ COLL_REPRO_KERNEL void floatExponents(int32_t* emax, uint32_t* flags, const floa
 // Pass 3 for one rank's values of a block.
 COLL_REPRO_KERNEL void floatAccumulate(int64_t* acc, const double* scale, const float* x, size_t m) {
   for (size_t i = 0; i < m; ++i) {
+    // Specials count as 0 here (their flags decide the result); an integer select, as a
+    // float one may not be speculated under -ftrapping-math and stops the vectoriser.
     const uint32_t u = __builtin_bit_cast(uint32_t, x[i]);
-    const bool sp = ((u >> 23) & 0xffu) == 0xffu;
-    const double v = sp ? 0.0 : static_cast<double>(x[i]);
+    const uint32_t keep = 0u - static_cast<uint32_t>(((u >> 23) & 0xffu) != 0xffu);
+    const double v = static_cast<double>(__builtin_bit_cast(float, u & keep));
     const double t = v * scale[i] + kMagic;
     acc[i] += static_cast<int64_t>(__builtin_bit_cast(uint64_t, t) - __builtin_bit_cast(uint64_t, kMagic));
   }
@@ -160,6 +166,17 @@ COLL_REPRO_KERNEL void finishFloatLoop(float* r, const int64_t* acc, const int32
   }
 }
 
+// Whether any element of the block is special or too big for finishFloatLoop (a
+// vectorised test: the common case has none).
+COLL_REPRO_KERNEL bool needsFixing(const int64_t* acc, const uint32_t* flags, size_t m) {
+  uint64_t any = 0;
+  for (size_t i = 0; i < m; ++i) {
+    const uint64_t a = static_cast<uint64_t>(acc[i]) + static_cast<uint64_t>(kExactDouble - 1);
+    any |= flags[i] | static_cast<uint64_t>(a > static_cast<uint64_t>(2 * kExactDouble - 2));
+  }
+  return any != 0;
+}
+
 template <Narrow N>
 void finishFloatBlock(void* out, size_t off, const int64_t* acc, const int32_t* emax,
                       const uint32_t* flags, size_t m, int divisor) {
@@ -179,10 +196,72 @@ void finishFloatBlock(void* out, size_t off, const int64_t* acc, const int32_t* 
       N == Narrow::Half ? floatToHalfN(o, r, m) : floatToBf16N(o, r, m);
     }
   }
-  for (size_t i = 0; i < m; ++i)
-    if (flags[i] || acc[i] >= kExactDouble || acc[i] <= -kExactDouble)
-      finishFloatOne<N>(out, off + i, acc[i], emax[i], flags[i], divisor);
+  if (needsFixing(acc, flags, m))
+    for (size_t i = 0; i < m; ++i)
+      if (flags[i] || acc[i] >= kExactDouble || acc[i] <= -kExactDouble)
+        finishFloatOne<N>(out, off + i, acc[i], emax[i], flags[i], divisor);
 }
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+#define COLL_REPRO_AVX2 1
+// Passes 1-3 for 8 elements at a time with the n values of each in registers: the
+// exponent maximum, flags and integer sums never go through memory between ranks' values.
+// The same operations as the portable loops, so the same bits.
+__attribute__((target("avx2"))) size_t floatPassesAvx2(int32_t* emax, uint32_t* flags, int64_t* acc,
+                                                        const float* const* x, int n, size_t m) {
+  const __m256i expMask = _mm256_set1_epi32(0xff), allOnes = _mm256_set1_epi32(0xff);
+  const __m256i mantMask = _mm256_set1_epi32(0x7fffff), zero = _mm256_setzero_si256();
+  const __m256i one = _mm256_set1_epi32(1), nanFlag = _mm256_set1_epi32(kNan);
+  const __m256i bias = _mm256_set1_epi64x(1023 + kFrac + 126);
+  const __m256d magic = _mm256_set1_pd(kMagic);
+  const __m256i magicBits = _mm256_set1_epi64x(static_cast<long long>(__builtin_bit_cast(uint64_t, kMagic)));
+  size_t i = 0;
+  for (; i + 8 <= m; i += 8) {
+    __m256i vmax = zero, vflags = zero;
+    for (int p = 0; p < n; ++p) {
+      const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[p] + i));
+      const __m256i be = _mm256_and_si256(_mm256_srli_epi32(u, 23), expMask);
+      const __m256i sp = _mm256_cmpeq_epi32(be, allOnes);
+      vmax = _mm256_max_epi32(vmax, _mm256_andnot_si256(sp, be));
+      const __m256i isNan = _mm256_andnot_si256(_mm256_cmpeq_epi32(_mm256_and_si256(u, mantMask), zero),
+                                                _mm256_set1_epi32(-1));
+      const __m256i inf = _mm256_add_epi32(_mm256_srli_epi32(u, 31), one);  // +Inf 1, -Inf 2
+      const __m256i kind = _mm256_blendv_epi8(inf, nanFlag, isNan);
+      vflags = _mm256_or_si256(vflags, _mm256_and_si256(sp, kind));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(emax + i), vmax);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(flags + i), vflags);
+    // scale = 2^(frac - (max(emax, 1) - 126)): exponent field 1023 + frac + 126 - max(emax, 1).
+    const __m256i em = _mm256_max_epi32(vmax, one);
+    const __m256i emLo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(em));
+    const __m256i emHi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(em, 1));
+    const __m256d scaleLo = _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_sub_epi64(bias, emLo), 52));
+    const __m256d scaleHi = _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_sub_epi64(bias, emHi), 52));
+    __m256i accLo = zero, accHi = zero;
+    for (int p = 0; p < n; ++p) {
+      const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[p] + i));
+      const __m256i be = _mm256_and_si256(_mm256_srli_epi32(u, 23), expMask);
+      const __m256i v = _mm256_andnot_si256(_mm256_cmpeq_epi32(be, allOnes), u);  // specials: 0
+      const __m256 f = _mm256_castsi256_ps(v);
+      const __m256d dLo = _mm256_cvtps_pd(_mm256_castps256_ps128(f));
+      const __m256d dHi = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+      const __m256d tLo = _mm256_add_pd(_mm256_mul_pd(dLo, scaleLo), magic);
+      const __m256d tHi = _mm256_add_pd(_mm256_mul_pd(dHi, scaleHi), magic);
+      accLo = _mm256_add_epi64(accLo, _mm256_sub_epi64(_mm256_castpd_si256(tLo), magicBits));
+      accHi = _mm256_add_epi64(accHi, _mm256_sub_epi64(_mm256_castpd_si256(tHi), magicBits));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + i), accLo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + i + 4), accHi);
+  }
+  return i;
+}
+bool haveAvx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+#else
+#define COLL_REPRO_AVX2 0
+#endif
 
 template <Narrow N>
 void sumFloatSlices(void* out, const void* in, size_t stride, int n, size_t count, int divisor) {
@@ -192,6 +271,7 @@ void sumFloatSlices(void* out, const void* in, size_t stride, int n, size_t coun
   alignas(64) int64_t acc[kBlock];
   std::vector<float> wide;
   if constexpr (N != Narrow::None) wide.resize(static_cast<size_t>(n) * kBlock);
+  std::vector<const float*> ptrs(static_cast<size_t>(n));
   for (size_t off = 0; off < count; off += kBlock) {
     const size_t m = std::min(kBlock, count - off);
     auto values = [&](int p) -> const float* {
@@ -206,12 +286,22 @@ void sumFloatSlices(void* out, const void* in, size_t stride, int n, size_t coun
         else bf16ToFloatN(dst, src, m);
       }
     }
-    std::fill_n(emax, m, 0);
-    std::fill_n(flags, m, 0u);
-    std::fill_n(acc, m, int64_t{0});
-    for (int p = 0; p < n; ++p) floatExponents(emax, flags, values(p), m);
-    for (size_t i = 0; i < m; ++i) scale[i] = pow2(kFrac - (std::max(emax[i], 1) - 126));
-    for (int p = 0; p < n; ++p) floatAccumulate(acc, scale, values(p), m);
+    size_t done = 0;  // elements [0, done) summed by the AVX2 passes
+#if COLL_REPRO_AVX2
+    if (haveAvx2()) {
+      for (int p = 0; p < n; ++p) ptrs[p] = values(p);
+      done = floatPassesAvx2(emax, flags, acc, ptrs.data(), n, m);
+    }
+#endif
+    const size_t rest = m - done;
+    if (rest) {
+      std::fill_n(emax + done, rest, 0);
+      std::fill_n(flags + done, rest, 0u);
+      std::fill_n(acc + done, rest, int64_t{0});
+      for (int p = 0; p < n; ++p) floatExponents(emax + done, flags + done, values(p) + done, rest);
+      for (size_t i = done; i < m; ++i) scale[i] = pow2(kFrac - (std::max(emax[i], 1) - 126));
+      for (int p = 0; p < n; ++p) floatAccumulate(acc + done, scale + done, values(p) + done, rest);
+    }
     finishFloatBlock<N>(out, off, acc, emax, flags, m, divisor);
   }
 }
@@ -234,8 +324,8 @@ COLL_REPRO_KERNEL void doubleAccumulate(int64_t* hi, int64_t* lo, const double* 
                                         const double* x, size_t m) {
   for (size_t i = 0; i < m; ++i) {
     const uint64_t u = __builtin_bit_cast(uint64_t, x[i]);
-    const bool sp = ((u >> 52) & 0x7ffu) == 0x7ffu;
-    const double v = sp ? 0.0 : x[i];
+    const uint64_t keep = 0ull - static_cast<uint64_t>(((u >> 52) & 0x7ffu) != 0x7ffu);
+    const double v = __builtin_bit_cast(double, u & keep);
     const double d = (v * s1[i]) * s2[i];
     const double t = d + kMagic;
     const double r = t - kMagic;  // d rounded to an integer

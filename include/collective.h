@@ -72,7 +72,16 @@ typedef enum COLL_ENUM_BASE {
   collBand = 5,
   collBor = 6,
   collBxor = 7,
-  collNumOps = 8
+  /* Reproducible sum and average of float16, bfloat16, float32 and float64: the result
+   * is a function of the set of inputs alone, the same bits whatever the algorithm,
+   * transport, chunk size, topology, rank count (zero inputs aside) or assignment of
+   * inputs to ranks (doc/algorithms.md, "Reproducible reductions", gives the method and
+   * its error bound). Integer types take them as collSum and collAvg, which are exact
+   * and so reproducible already. At most 4096 ranks. COLL_REPRODUCIBLE=1 makes collSum
+   * and collAvg of floating types on a communicator behave like these. */
+  collSumReproducible = 8,
+  collAvgReproducible = 9,
+  collNumOps = 10
 } collRedOp_t;
 
 /* Where the scalar of a pre-multiplied sum lives (collRedOpCreatePreMulSum); same

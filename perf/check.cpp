@@ -151,7 +151,8 @@ double roundToType(double v, collDataType_t dt) {
 }
 
 Pattern::Pattern(collDataType_t dt, collRedOp_t op, int nranks)
-    : dt_(dt), op_(op), nranks_(std::max(1, nranks)) {
+    : dt_(dt), op_(plainOp(op)), nranks_(std::max(1, nranks)) {
+  op = op_;
   constexpr int64_t kMaxRange = 100;  // exact in every type, int8 included
   range_ = kMaxRange;
   if (op == collSum || op == collAvg) {

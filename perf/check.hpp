@@ -30,6 +30,11 @@ double roundToType(double v, collDataType_t dt);
 // The input pattern of one (type, op, communicator size). Collectives without a
 // reduction use kNoOp.
 constexpr collRedOp_t kNoOp = collNumOps;
+// The reproducible sum and average give the same values as sum and average on the
+// pattern (its sums are exact), so the pattern treats them as those.
+inline collRedOp_t plainOp(collRedOp_t op) {
+  return op == collSumReproducible ? collSum : op == collAvgReproducible ? collAvg : op;
+}
 class Pattern {
  public:
   Pattern(collDataType_t dt, collRedOp_t op, int nranks);

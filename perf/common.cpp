@@ -25,7 +25,7 @@ constexpr TypeEntry kTypes[] = {
     {"float16", collHalf},    {"float32", collFloat}, {"float64", collDouble},
     {"bf16", collBfloat16},   {"int16", collInt16},   {"uint16", collUint16},
 };
-constexpr const char* kOps[] = {"sum", "prod", "max", "min", "avg", "band", "bor", "bxor"};
+constexpr const char* kOps[] = {"sum", "prod", "max", "min", "avg", "band", "bor", "bxor", "sumrepro", "avgrepro"};
 static_assert(std::size(kOps) == collNumOps);
 
 std::string fail(const std::string& flag, const std::string& value, const char* why) {
@@ -299,7 +299,8 @@ std::string usageText(const char* prog) {
      << "                           0: no check (default 1)\n"
      << "  -d,--datatype <t|all>    int8 uint8 int16 uint16 int32 uint32 int64 uint64 half float\n"
      << "                           double bfloat16 (default float)\n"
-     << "  -o,--op <op|all>         sum prod max min avg band bor bxor (default sum)\n"
+     << "  -o,--op <op|all>         sum prod max min avg band bor bxor sumrepro avgrepro\n"
+     << "                           (default sum)\n"
      << "  -r,--root <r|all>        root of broadcast/reduce/gather/scatter (default 0)\n"
      << "  -z,--blocking <0..3>     0: issue the timed calls without waiting (collI* on host\n"
      << "                           buffers) and wait at the end; 1: wait and barrier after\n"
@@ -347,7 +348,7 @@ collDataType_t parseType(const std::string& name) {
 collRedOp_t parseOp(const std::string& name) {
   for (int i = 0; i < collNumOps; ++i)
     if (name == kOps[i]) return collRedOp_t(i);
-  throw UsageError(fail("-o", name, "unknown op (sum prod max min avg all)"));
+  throw UsageError(fail("-o", name, "unknown op (sum prod max min avg band bor bxor sumrepro avgrepro all)"));
 }
 
 const char* typeName(collDataType_t dt) {

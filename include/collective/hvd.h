@@ -31,7 +31,11 @@ typedef enum {
   collHvdAverage = 1,
   collHvdMin = 2,
   collHvdMax = 3,
-  collHvdProduct = 4
+  collHvdProduct = 4,
+  /* Reproducible Sum and Average of floating types (collSumReproducible and
+   * collAvgReproducible of collective.h); integer types take them as Sum and Average. */
+  collHvdSumReproducible = 5,
+  collHvdAverageReproducible = 6
 } collHvdOp_t;
 
 typedef enum {

@@ -38,7 +38,8 @@
 
 namespace collective::hvd {
 
-enum class ReduceOp : int { Sum = 0, Average = 1, Min = 2, Max = 3, Product = 4 };
+// SumReproducible and AverageReproducible: collSumReproducible and collAvgReproducible.
+enum class ReduceOp : int { Sum = 0, Average = 1, Min = 2, Max = 3, Product = 4, SumReproducible = 5, AverageReproducible = 6 };
 
 enum class DeviceType : int { CPU = 0, CUDA = 1 };
 

@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/premul.hpp"
+#include "core/repro.hpp"
 #include "core/socket.hpp"
 #include "core/types.hpp"
 #include "core/wait.hpp"
@@ -31,6 +32,8 @@ namespace coll {
 
 COLL_PARAM(kTimeout, "COLL_TIMEOUT", "300", "seconds any wait may last before it fails with collTimeout");
 COLL_PARAM(kTransport, "COLL_TRANSPORT", "auto", "auto (shm within a host; across hosts a network backend (COLL_NET) where every rank of a pair has the same one, else tcp), or force tcp|shm|net");
+COLL_PARAM(kReproducible, "COLL_REPRODUCIBLE", "0",
+           "1: collSum and collAvg of floating types are reproducible (as collSumReproducible and collAvgReproducible)");
 COLL_PARAM(kHealthMs, "COLL_HEALTH_CHECK_MS", "20", "how often idle waiters ask the bootstrap for failures");
 COLL_PARAM(kRankGpu, "COLL_RANK_GPU", "auto",
            "the GPU each rank drives, for the topology: auto (the CUDA device current when the communicator is created, if the application made one current), local-rank (the GPU numbered like the local rank), or none");
@@ -86,6 +89,11 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks,
   c->id_ = id;
   c->cfg_ = Config::fromEnv();
   c->timeoutSec_ = timeoutSecOf(c->cfg_);
+  {
+    const std::string& rep = c->cfg_.getStr(kReproducible);
+    COLL_CHECK_ARG(rep == "0" || rep == "1", "COLL_REPRODUCIBLE='", rep, "' must be 0 or 1");
+    c->reproducible_ = rep == "1";
+  }
   c->boot_ = Bootstrap::connect(id, rank, nranks, c->timeoutSec_, cancel);
   c->cancelForming_ = cancel;
   try {
@@ -395,7 +403,14 @@ void Comm::executeOps(const OpArgs* opsBegin, size_t nops) {
         continue;
       }
       // A pre-multiplied sum runs as the plain sum of this rank's scaled input.
-      const OpArgs plain = op.preMul ? stagePreMul(*this, op) : op;
+      OpArgs plain = op.preMul ? stagePreMul(*this, op) : op;
+      if (runsReproducibly(plain, reproducible_)) {
+        COLL_TRACE("%s count %zu %s %s reproducibly", opKindName(op.kind), op.count, typeName(op.dtype),
+                   op.preMul ? "premulsum" : opName(op.op));
+        runReproducible(*this, plain, [this](const OpArgs& sub) { selector_->select(*this, sub).run(*this, sub); });
+        continue;
+      }
+      plain.op = integerPlainOp(plain.op);  // integer sums are exact: reproducible already
       const Algorithm& algo = selector_->select(*this, plain);
       COLL_TRACE("%s count %zu %s %s with %s", opKindName(op.kind), op.count, typeName(op.dtype),
                  op.preMul ? "premulsum" : opName(op.op), algo.name());

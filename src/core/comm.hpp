@@ -82,6 +82,8 @@ class Comm final : public Team {
   // The device algorithm for a device-buffer call of `kind`, or null for host staging
   // (Selector::deviceAlgorithm).
   const Algorithm* deviceAlgorithm(OpKind kind) const { return selector_->deviceAlgorithm(kind); }
+  // COLL_REPRODUCIBLE: collSum / collAvg of floating types run reproducibly (core/repro.hpp).
+  bool reproducible() const { return reproducible_; }
   uint64_t jobNonce() const { return id_.jobNonce; }
   const UniqueIdData& id() const { return id_; }
 
@@ -117,6 +119,7 @@ class Comm final : public Team {
   int nranks_ = 0;
   UniqueIdData id_;
   double timeoutSec_ = 300;
+  bool reproducible_ = false;  // COLL_REPRODUCIBLE
   // Requests in queue_ (changed under queueMu_): lets a blocking call skip that lock.
   std::atomic<size_t> pending_{0};
   HotParams hot_;

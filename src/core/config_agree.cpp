@@ -32,6 +32,7 @@ constexpr JobWide kJobWide[] = {
     {"COLL_NET", Form::Text},
     {"COLL_NET_PLUGIN", Form::FileName},
     {"COLL_CHUNK_BYTES", Form::Size},
+    {"COLL_REPRODUCIBLE", Form::Text},
     {"COLL_HIER_VARIANT", Form::Text},
     {"COLL_HIER_SEGMENT_BYTES", Form::Size},
     {"COLL_TUNE_MSG_US", Form::Number},

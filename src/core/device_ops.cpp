@@ -1,4 +1,5 @@
 #include "core/device_ops.hpp"
+#include "core/repro.hpp"
 
 #if COLL_HAVE_CUDA
 #include "cuda/op_spec.hpp"
@@ -37,7 +38,9 @@ void enqueueSpec(collComm& c, const OpArgs& op, const cuda::StreamOpSpec& spec, 
   Comm* impl = c.impl.get();
   cuda::IpcEngine* ipc = nullptr;
   cuda::StreamExecutor& exec = streamsOf(c, &ipc);
-  if (ipc && impl->deviceAlgorithm(op.kind) && ipc->wants(op, spec)) {
+  // Reproducible sums run on the host path, which stages them to Comm::run.
+  const bool repro = runsReproducibly(op, impl->reproducible());
+  if (ipc && !repro && impl->deviceAlgorithm(op.kind) && ipc->wants(op, spec)) {
     ipc->prepare(spec.device);
     exec.enqueueDevice(stream, spec.device,
                        [ipc, op, spec](const cuda::DeviceWork& w) { ipc->run(op, spec, w); }, std::move(done));

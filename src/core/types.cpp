@@ -20,7 +20,8 @@ const char* typeName(collDataType_t dt) {
 }
 
 const char* opName(collRedOp_t op) {
-  static const char* names[] = {"sum", "prod", "max", "min", "avg", "band", "bor", "bxor"};
+  static const char* names[] = {"sum", "prod", "max", "min", "avg", "band", "bor", "bxor",
+                                "sumrepro", "avgrepro"};
   return validOp(op) ? names[op] : "invalid";
 }
 

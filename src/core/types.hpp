@@ -14,5 +14,9 @@ const char* typeName(collDataType_t dt);  // "float32"...; "invalid" for bad val
 const char* opName(collRedOp_t op);       // "sum"...
 bool isFloatType(collDataType_t dt);
 bool isBitwiseOp(collRedOp_t op);  // band, bor, bxor: integer types only
+// Whether an input of zeros leaves the result alone (sums and averages, reproducible or not).
+inline bool zerosNeutral(collRedOp_t op) {
+  return op == collSum || op == collAvg || op == collSumReproducible || op == collAvgReproducible;
+}
 
 }  // namespace coll

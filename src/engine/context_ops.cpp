@@ -22,6 +22,8 @@ collRedOp_t toRedOp(ReduceOp op) {
     case ReduceOp::Min: return collMin;
     case ReduceOp::Max: return collMax;
     case ReduceOp::Product: return collProd;
+    case ReduceOp::SumReproducible: return collSumReproducible;
+    case ReduceOp::AverageReproducible: return collAvgReproducible;
   }
   throw Error(collInvalidArgument, coll::strCat("reduce op ", static_cast<int>(op), " is not valid"));
 }

@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/types.hpp"
 #include "engine/engine.hpp"
 #include "engine/wire.hpp"
 
@@ -71,7 +72,7 @@ LocalControl Engine::buildControl(double) {
       // else (zeros would change a Min, Max or Product) cannot run while it is joined, so
       // those entries go back to the full negotiation (which reports the error by name).
       const RequestMeta& m = cache_.response(s).meta;
-      bool ar = m.op == OpType::Allreduce && (m.redOp == collSum || m.redOp == collAvg);
+      bool ar = m.op == OpType::Allreduce && zerosNeutral(m.redOp);
       lc.slots[s] = ar ? kSlotPending : kSlotInvalid;
     }
   }

@@ -104,8 +104,8 @@ hvd::Tensor toTensor(const collHvdTensor_t* t, const char* call, const char* wha
 }
 
 hvd::ReduceOp toOp(int op, const char* call) {
-  HVD_CHECK(op >= collHvdSum && op <= collHvdProduct, call, ": unknown op ", op,
-            " (0 Sum, 1 Average, 2 Min, 3 Max, 4 Product)");
+  HVD_CHECK(op >= collHvdSum && op <= collHvdAverageReproducible, call, ": unknown op ", op,
+            " (0 Sum, 1 Average, 2 Min, 3 Max, 4 Product, 5 SumReproducible, 6 AverageReproducible)");
   return static_cast<hvd::ReduceOp>(op);
 }
 

@@ -203,7 +203,7 @@ Response Negotiator::decide(const std::string& name, const Pending& p) const {
       return fail(collInvalidUsage, strCat("tensor '", name, "' (", opTypeName(first->op),
                                            ") cannot complete: ", ranksString(j),
                                            " joined; only allreduce runs with joined ranks"));
-    if (first->redOp != collSum && first->redOp != collAvg)
+    if (!zerosNeutral(first->redOp))
       return fail(collInvalidUsage, strCat("tensor '", name, "': ", ranksString(j),
                                            " joined and contribute zeros, which only Sum and "
                                            "Average allow (op is ", opName(first->redOp), ")"));

@@ -14,7 +14,7 @@ from .basics import (ProcessSet, add_process_set, cross_rank, cross_size, global
 from .compression import Compression
 from .functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                         broadcast_parameters)
-from .mpi_ops import (Average, Max, Min, Product, Sum, allgather, allgather_async, allreduce,
+from .mpi_ops import (Average, AverageReproducible, Max, Min, Product, Sum, SumReproducible, allgather, allgather_async, allreduce,
                       allreduce_, allreduce_async, allreduce_async_, alltoall, alltoall_async,
                       barrier, broadcast, broadcast_, broadcast_async, broadcast_async_,
                       grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
@@ -29,7 +29,7 @@ __all__ = [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
     "cross_rank", "cross_size",
     "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
-    "Sum", "Average", "Min", "Max", "Product", "Compression",
+    "Sum", "Average", "Min", "Max", "Product", "SumReproducible", "AverageReproducible", "Compression",
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
     "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
     "grouped_allreduce_async_",

@@ -3,7 +3,7 @@ functions): each forward pass is the collective itself, each backward pass the
 collective that carries the gradient back, named `<name>.grad`."""
 import torch
 
-from .mpi_ops import (Average, Sum, _scale, allgather_async, allreduce_async, alltoall_async,
+from .mpi_ops import (Average, AverageReproducible, Sum, _scale, allgather_async, allreduce_async, alltoall_async,
                       broadcast_async, grouped_allreduce_async, reducescatter_async,
                       synchronize)
 
@@ -113,7 +113,7 @@ class _ReducescatterFn(torch.autograd.Function):
     def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
         scale = _scale(prescale_factor, "reducescatter", "prescale_factor") * \
             _scale(postscale_factor, "reducescatter", "postscale_factor")
-        if op == Average:
+        if op in (Average, AverageReproducible):
             scale /= process_set.size()
         ctx.spec = (name, process_set, tensor.shape, scale)
         return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,

@@ -21,7 +21,12 @@ Average = 1
 Min = 2
 Max = 3
 Product = 4
-_OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product"}
+# Reproducible Sum and Average of floating tensors: the same bits whatever the algorithm,
+# the fusion, the rank count (zero inputs aside) or which rank holds which input.
+SumReproducible = 5
+AverageReproducible = 6
+_OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product",
+             SumReproducible: "SumReproducible", AverageReproducible: "AverageReproducible"}
 
 # torch dtype -> collDataType_t (include/collective.h)
 _DTYPES = {
@@ -122,7 +127,7 @@ def _op(average, op, what):
     if op is None:
         return Average
     if op not in _OP_NAMES:
-        raise ValueError(f"{what}: op {op!r} is not one of Sum, Average, Min, Max, Product")
+        raise ValueError(f"{what}: op {op!r} is not one of Sum, Average, Min, Max, Product, SumReproducible, AverageReproducible")
     return op
 
 

@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <optional>
+#include <thread>
 
 #include "shm_fork_util.hpp"
 #include "shm_test_util.hpp"
@@ -282,6 +283,51 @@ TEST(ShmFork, KilledPeerTurnsWaitIntoError) {
   EXPECT_EQ(reap(c.pid), 128 + SIGKILL);
   ::close(c.fd);
   EXPECT_TRUE(shmLeftovers(tag).empty());
+}
+
+// The peer sends and exits at once, without closing the link. Everything it sent before
+// it went must be delivered: the check that finds it gone (here from a wait, before any
+// progress call looked at the ring) drains the link first.
+TEST(ShmFork, WhatAPeerSentBeforeExitingIsDelivered) {
+  Config cfg = Config::fromEnv();
+  cfg.set("COLL_SHM_CMA", "0");  // staged: the data is in the ring, not in its memory
+  std::string tag = uniqueTag();
+  pid_t parent = getpid();
+  constexpr int kMsgs = 8;
+  Child c = forkChild([&](int fd) {
+    auto link = connectPair(fd, 1, parent, getpid(), tag, cfg);
+    std::vector<std::vector<uint64_t>> bufs(kMsgs);
+    std::vector<Xfer> xs(kMsgs);
+    std::vector<Xfer*> all;
+    for (int i = 0; i < kMsgs; ++i) {
+      bufs[i].assign(16 * (i + 1), 1000 + i);
+      xs[i] = Xfer{bufs[i].data(), bufs[i].size() * 8};
+      link->postSend(&xs[i]);
+      all.push_back(&xs[i]);
+    }
+    drive({link.get()}, all);
+    _exit(0);  // no close: the link's status still says active
+    return 0;
+  });
+  ASSERT_GT(c.pid, 0);
+  auto link = connectPair(c.fd, 0, parent, c.pid, tag, cfg);
+  EXPECT_EQ(reap(c.pid), 0);
+  std::vector<std::vector<uint64_t>> got(kMsgs);
+  std::vector<Xfer> xr(kMsgs);
+  std::vector<Xfer*> all;
+  for (int i = 0; i < kMsgs; ++i) {
+    got[i].assign(16 * (i + 1), 0);
+    xr[i] = Xfer{got[i].data(), got[i].size() * 8};
+    link->postRecv(&xr[i]);
+    all.push_back(&xr[i]);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // the slow check is due
+  link->waitActivity(1);
+  drive({link.get()}, all);
+  for (int i = 0; i < kMsgs; ++i)
+    for (uint64_t v : got[i]) ASSERT_EQ(v, 1000u + i) << "message " << i;
+  link.reset();
+  ::close(c.fd);
 }
 
 // The opener dies after the creator made the segment but before it attached: the

@@ -1,6 +1,6 @@
 // The shared-memory segment of one pair of ranks and its layout.
 //
-// One POSIX shm object per pair, created by the lower rank ("side 0") and mapped by
+// One anonymous memory file (memfd) per pair, created by the lower rank ("side 0") and mapped by
 // both. It holds two one-way channels: channel c carries bytes from side c to side 1-c.
 //
 //   offset 0      SegHeader  (immutable after creation: magic, version, sizes, the

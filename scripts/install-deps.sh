@@ -11,6 +11,7 @@ PACKAGES=(
   libopenblas-dev zlib1g-dev libgloo-dev
   python3-torch dataset-fashion-mnist
   iproute2 procps
+  clang libfuzzer-14-dev
 )
 
 missing=()

@@ -12,6 +12,7 @@ PACKAGES=(
   python3-torch dataset-fashion-mnist
   iproute2 procps
   slurm-wlm munge python3-matplotlib
+  clang libfuzzer-14-dev
 )
 
 missing=()

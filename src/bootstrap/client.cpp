@@ -10,8 +10,10 @@
 // goodbye, which the root reports to every other rank as a failure of this one.
 #include <poll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <optional>
@@ -151,7 +153,8 @@ class SocketBootstrap final : public Bootstrap {
         COLL_THROW(collRemoteError, what, " on rank ", rank_, ": the communicator being split was aborted");
       if (dl.expired())
         COLL_THROW(collTimeout, what, " on rank ", rank_, " timed out after ", timeoutSec_,
-                   " s (bootstrap root at ", root_, "; raise COLL_TIMEOUT if ranks are just slow)");
+                   " s (bootstrap root at ", root_, "; raise COLL_TIMEOUT if ranks are just slow)",
+                   waiting_.empty() ? "" : "; the root last said: ", waiting_);
       pollfd p{sock_.fd(), POLLIN, 0};
       poll(&p, 1, std::min(dl.remainingMs(), 200));
     }
@@ -214,6 +217,15 @@ class SocketBootstrap final : public Bootstrap {
       }
       return;
     }
+    if (in_.type() == MsgType::Waiting) {  // who has not joined yet, for a timeout's message
+      bs::Reader rd(in_.payload().data(), in_.payload().size(), "waiting notice");
+      try {
+        waiting_ = rd.str(bs::kMaxText);
+      } catch (const Error&) {
+        recordFailure(strCat("the bootstrap root at ", root_, " sent a malformed waiting notice"));
+      }
+      return;
+    }
     if (in_.type() == MsgType::Welcome || in_.type() == MsgType::Result || in_.type() == MsgType::Error) {
       reply_ = Reply{in_.type(), std::move(in_.payload())};
       return;
@@ -225,6 +237,7 @@ class SocketBootstrap final : public Bootstrap {
   Socket sock_;
   std::atomic<const std::atomic<bool>*> cancel_;
   std::string rootGone_;  // why the root connection ended, if it did
+  std::string waiting_;   // the root's last word on the ranks not joined yet
   int rank_;
   int nranks_;
   double timeoutSec_;
@@ -248,21 +261,36 @@ std::unique_ptr<Bootstrap> Bootstrap::connect(const UniqueIdData& id, int rank, 
                  nranks, ")");
   std::string root = addrToString(id.root);
   Deadline dl(timeoutSec);
-  Socket s;
-  try {
-    s = connectWithRetry(id.root, dl);
-  } catch (const Error& e) {
-    COLL_THROW(e.code(), "rank ", rank, ": cannot reach the bootstrap root at ", root, " within ", timeoutSec,
-               " s: ", e.what());
-  }
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   bs::RankHello h{rank, nranks, PeerInfo{localHostId(), host, static_cast<int>(getpid())}};
   std::vector<uint8_t> hello = bs::encodeHello(h);
-  try {
-    clientHandshake(s.fd(), id.secret, ConnRole::Bootstrap, hello.data(), hello.size(), dl);
-  } catch (const Error& e) {
-    COLL_THROW(e.code(), "rank ", rank, ": bootstrap handshake with the root at ", root, " failed: ", e.what());
+  Socket s;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      s = connectWithRetry(id.root, dl);
+    } catch (const Error& e) {
+      COLL_THROW(e.code(), "rank ", rank, ": cannot reach the bootstrap root at ", root, " within ", timeoutSec,
+                 " s: ", e.what());
+    }
+    bool in = false;
+    try {
+      in = clientHandshakeOrBusy(s.fd(), id.secret, ConnRole::Bootstrap, hello.data(), hello.size(), dl);
+    } catch (const Error& e) {
+      COLL_THROW(e.code(), "rank ", rank, ": bootstrap handshake with the root at ", root, " failed: ", e.what());
+    }
+    if (in) break;
+    // A flood of strangers pushed this connection out (the root drops the oldest unproven
+    // one to make room): connect again while the deadline allows.
+    if (dl.remainingSeconds() < 0.01)
+      COLL_THROW(collTimeout, "rank ", rank, ": the bootstrap root at ", root, " dropped the handshake as busy ",
+                 attempt, " times within ", timeoutSec, " s (a flood of other connections?)");
+    if (attempt == 1 || attempt % 100 == 0)
+      COLL_INFO("rank %d: the bootstrap root at %s is busy (%d attempts); connecting again", rank, root.c_str(),
+                attempt);
+    s.reset();
+    struct timespec ts = {0, std::min<long>(20, attempt * 2) * 1000 * 1000L};
+    nanosleep(&ts, nullptr);
   }
   auto b = std::make_unique<SocketBootstrap>(std::move(s), rank, nranks, timeoutSec, root, cancel);
   b->waitWelcome(dl);

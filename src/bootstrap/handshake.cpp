@@ -142,6 +142,31 @@ void makeServerProof(const uint8_t* secret, const uint8_t* hdr, const uint8_t* s
   serverMac(secret, hdr + 12, serverNonce, out);
 }
 
+void busyProof(uint8_t* out) {
+  static const char kText[] = "libcollective: busy, try again.";  // 31 chars + NUL = 32
+  static_assert(sizeof(kText) == kMacBytes, "the busy notice has the size of a proof");
+  memcpy(out, kText, kMacBytes);
+}
+
+bool isBusyProof(const uint8_t* proof) {
+  uint8_t b[kMacBytes];
+  busyProof(b);
+  return memcmp(b, proof, kMacBytes) == 0;
+}
+
+void sendBusy(int fd) {
+  uint8_t sink[1024];
+  for (size_t got = 0; got < kClientHeaderBytes + 4096;) {
+    ssize_t k = ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+    if (k <= 0) break;
+    got += static_cast<size_t>(k);
+  }
+  uint8_t b[kMacBytes];
+  busyProof(b);
+  (void)!::send(fd, b, sizeof(b), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::shutdown(fd, SHUT_WR);
+}
+
 ServerHandshake::Status ServerHandshake::fail(std::string why) {
   why_ = std::move(why);
   return Status::Failed;

@@ -46,6 +46,15 @@ bool checkClientHeader(const uint8_t* hdr, const uint8_t* secret, ConnRole role,
 void makeServerProof(const uint8_t* secret, const uint8_t* hdr, const uint8_t* serverNonce,
                      uint8_t* out);
 
+// What a server sends instead of its proof when it drops an unproven connection to make
+// room for newer ones (a flood of strangers): the client connects again. Any other drop
+// (a wrong secret, role or version) closes without it, and the client gives up at once.
+void busyProof(uint8_t* out);
+bool isBusyProof(const uint8_t* proof);
+// Drains what the peer already sent (so the close does not reset the connection before
+// the notice is read) and sends the busy notice. Best effort, never blocks.
+void sendBusy(int fd);
+
 // Server side of the handshake as a state machine over a non-blocking socket: call
 // start() once, then step() whenever the socket is readable.
 class ServerHandshake {

@@ -19,12 +19,13 @@ size_t maxPayload(MsgType type, int nranks) {
     case MsgType::Error: return 4 + 4 + kMaxText;
     case MsgType::Abort: return 4 + kMaxText;
     case MsgType::Goodbye: return 0;
+    case MsgType::Waiting: return 4 + kMaxText;
   }
   return 0;
 }
 
 bool knownType(uint32_t t) {
-  return t >= static_cast<uint32_t>(MsgType::Welcome) && t <= static_cast<uint32_t>(MsgType::Goodbye);
+  return t >= static_cast<uint32_t>(MsgType::Welcome) && t <= static_cast<uint32_t>(MsgType::Waiting);
 }
 
 void Writer::u32(uint32_t v) {

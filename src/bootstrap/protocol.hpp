@@ -5,7 +5,8 @@
 //
 // rank -> root : Contribute (kind u32 | blob), Abort (reason), Goodbye
 // root -> rank : Welcome (peer table), Result (blobs in rank order), Failure (rank u32 |
-//                text), Error (collResult_t u32 | text: this round or the join failed)
+//                text), Error (collResult_t u32 | text: this round or the join failed),
+//                Waiting (text: the ranks that have not joined yet, while the job forms)
 // Every length is checked against a per-type bound before anything is allocated.
 #pragma once
 
@@ -22,7 +23,8 @@
 namespace coll::bs {
 
 enum class MsgType : uint32_t {
-  Welcome = 1, Contribute = 2, Result = 3, Failure = 4, Error = 5, Abort = 6, Goodbye = 7
+  Welcome = 1, Contribute = 2, Result = 3, Failure = 4, Error = 5, Abort = 6, Goodbye = 7,
+  Waiting = 8
 };
 enum class RoundKind : uint32_t { AllGather = 1, Barrier = 2 };
 

@@ -73,8 +73,11 @@ std::shared_ptr<std::atomic<bool>> registerRootActivity() {
 using bs::MsgType;
 using Frame = std::shared_ptr<const std::vector<uint8_t>>;
 
-// Connections still proving the secret; more are refused so a flood cannot exhaust fds.
+// Connections still proving the secret; beyond this the oldest is dropped so a flood
+// cannot exhaust descriptors.
 constexpr size_t kMaxPending = 256;
+// Least pause between two Waiting notices while the job forms.
+constexpr double kWaitingPeriodSec = 0.2;
 
 struct Conn {
   enum class State { Handshake, Joined, Left, Dead };
@@ -118,6 +121,7 @@ class Root {
     while (!finished()) {
       pollOnce();
       checkDeadlines();
+      tellWaiting();
       flushAll();
       sweep();
       busy_->store(owesAnswers(), std::memory_order_release);
@@ -181,11 +185,23 @@ class Root {
       }
       std::string peer = addrToString(from);
       size_t pending = 0;
-      for (auto& c : conns_) pending += c->state == Conn::State::Handshake;
+      Conn* oldest = nullptr;  // conns_ is in arrival order
+      for (auto& c : conns_)
+        if (c->state == Conn::State::Handshake) {
+          if (!oldest) oldest = c.get();
+          ++pending;
+        }
       if (pending >= kMaxPending) {
-        COLL_WARN("bootstrap root %s: refused %s: %zu connections are already handshaking", name_.c_str(),
-                  peer.c_str(), pending);
-        continue;
+        // Refusing the newcomer would let strangers that hold their sockets keep every
+        // real rank out; a real rank proves the secret within a round trip, so the one
+        // that waited longest unproven is the likeliest stranger. A rank dropped so
+        // reconnects within its own deadline.
+        if (evicted_++ % 100 == 0)
+          COLL_WARN("bootstrap root %s: %zu connections are handshaking; dropped the oldest, %s (%zu dropped so)",
+                    name_.c_str(), pending, oldest->peer.c_str(), evicted_);
+        hs::sendBusy(oldest->sock.fd());
+        oldest->state = Conn::State::Dead;
+        oldest->sock.reset();  // now: its descriptor is the one the newcomer needs
       }
       auto c = std::make_unique<Conn>(std::move(s), peer, secret_, std::min(hsSec_, timeoutSec_));
       if (c->hsm.start(c->sock.fd()) == hs::ServerHandshake::Status::Failed) {
@@ -269,6 +285,32 @@ class Root {
     COLL_TRACE("bootstrap root %s: %s joined (%d of %d)", name_.c_str(),
                bs::describeRank(h.rank, h.info).c_str(), joined_ + 1, nranks_);
     if (++joined_ == nranks_) formJob();
+    else rosterChanged_ = true;
+  }
+
+  // "rank 2, rank 5 and 3 more": the ranks that have not joined, for the notices.
+  std::string missingRanks(int named) const {
+    std::string list;
+    int n = 0;
+    for (int r = 0; r < nranks_; ++r) {
+      if (byRank_[r]) continue;
+      if (n++ < named) list += strCat(list.empty() ? "" : ", ", r);
+    }
+    if (n > named) list += strCat(" and ", n - named, " more");
+    return list;
+  }
+
+  // While the job forms, every joined rank learns who is still missing, so that a rank
+  // whose own deadline passes first can name them (the root's own timer may fire later).
+  void tellWaiting() {
+    if (formed_ || timedOut_ || failure_ || !rosterChanged_ || !sinceWaiting_.expired()) return;
+    rosterChanged_ = false;
+    sinceWaiting_ = Deadline(kWaitingPeriodSec);
+    bs::Writer w;
+    w.str(strCat(joined_, " of ", nranks_, " ranks joined; missing ranks: ", missingRanks(64))
+              .substr(0, bs::kMaxText));
+    COLL_TRACE("bootstrap root %s: told the ranks %d of %d joined", name_.c_str(), joined_, nranks_);
+    broadcast(makeShared(MsgType::Waiting, w.data()), -1);
   }
 
   void formJob() {
@@ -404,9 +446,7 @@ class Root {
         c->state = Conn::State::Dead;
       }
     if (formed_ || timedOut_ || !formDeadline_.expired()) return;
-    std::string missing;
-    for (int r = 0; r < nranks_; ++r)
-      if (!byRank_[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    std::string missing = nranks_ ? missingRanks(64) : "";
     endFormation(collTimeout, strCat("only ", joined_, " of ", nranks_ ? std::to_string(nranks_) : "?",
                                      " ranks joined the rendezvous at ", name_, " within ", timeoutSec_,
                                      " s; missing ranks: ", missing.empty() ? "unknown" : missing));
@@ -491,6 +531,9 @@ class Root {
   std::vector<Conn*> byRank_;
   std::vector<PeerInfo> peers_;
   int joined_ = 0;
+  size_t evicted_ = 0;               // unproven connections dropped to make room
+  bool rosterChanged_ = false;       // a rank joined since the last Waiting notice
+  Deadline sinceWaiting_{1e-6};  // (0 would mean never)
   bool formed_ = false;
   bool timedOut_ = false;
   Frame failure_;  // the first failure notice, also given to late joiners

@@ -404,6 +404,13 @@ void recvAll(int fd, void* buf, size_t n, const Deadline& deadline) {
 
 void clientHandshake(int fd, const uint8_t* secret, ConnRole role, const void* hello, size_t helloLen,
                      const Deadline& deadline) {
+  if (!clientHandshakeOrBusy(fd, secret, role, hello, helloLen, deadline))
+    COLL_THROW(collRemoteError, "handshake with ", peerName(fd),
+               ": the server dropped us to make room for newer connections (busy)");
+}
+
+bool clientHandshakeOrBusy(int fd, const uint8_t* secret, ConnRole role, const void* hello, size_t helloLen,
+                           const Deadline& deadline) {
   COLL_CHECK_ARG(helloLen <= kMaxHello, "handshake hello of ", helloLen, " bytes exceeds kMaxHello = ", kMaxHello);
   const std::string peer = peerName(fd);  // while it is still connected, for the messages
   uint8_t ch[hs::kChallengeBytes];
@@ -433,9 +440,11 @@ void clientHandshake(int fd, const uint8_t* secret, ConnRole role, const void* h
     COLL_THROW(collRemoteError, "handshake with ", peer,
                ": the server dropped us (a wrong job secret or connection role, or a server that stopped forming the job?): ", e.what());
   }
+  if (hs::isBusyProof(proof)) return false;
   hs::serverMac(secret, p + 12, ch + 8, expect);
   if (!hs::equalConstTime(proof, expect, 32))
     COLL_THROW(collRemoteError, "handshake with ", peer, ": the server failed to prove the job secret");
+  return true;
 }
 
 bool serverHandshake(int fd, const uint8_t* secret, ConnRole role, std::vector<uint8_t>* hello,

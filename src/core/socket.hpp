@@ -81,6 +81,10 @@ enum class ConnRole : uint32_t { Bootstrap = 1, Tcp = 2, Plugin = 3 };
 constexpr size_t kMaxHello = 4096;
 void clientHandshake(int fd, const uint8_t* secret, ConnRole role, const void* hello,
                      size_t helloLen, const Deadline& deadline);
+// The same, but returns false when the server dropped this connection as busy (too many
+// unproven connections at once): the caller connects again while its deadline allows.
+bool clientHandshakeOrBusy(int fd, const uint8_t* secret, ConnRole role, const void* hello,
+                           size_t helloLen, const Deadline& deadline);
 // On success fills *hello. On failure returns false and sets *why for the warning.
 bool serverHandshake(int fd, const uint8_t* secret, ConnRole role, std::vector<uint8_t>* hello,
                      const Deadline& deadline, std::string* why);

@@ -4,6 +4,8 @@ namespace coll::engine {
 namespace {
 constexpr uint32_t kMagic = 0x43454e47;  // "CENG": catches a peer speaking another format
 constexpr size_t kMaxNameBytes = 1 << 16;
+// The fewest bytes one request takes (writeMeta with empty strings and vectors).
+constexpr size_t kMinRequestBytes = 4 + 1 + 4 + 4 + 4 + 4 + 8 + 8 + 1 + 1 + 1 + 4 + 8 + 4 + 4 + 4 + 4 + 4;
 }  // namespace
 
 void ByteWriter::putString(const std::string& s) {
@@ -87,7 +89,9 @@ std::vector<RequestMeta> decodeRequests(const uint8_t* data, size_t size) {
   if (magic != kMagic) COLL_THROW(collRemoteError, "negotiation message: bad magic 0x", std::hex, magic);
   uint32_t n = r.get<uint32_t>();
   std::vector<RequestMeta> out;
-  out.reserve(std::min<uint32_t>(n, 1 << 16));
+  // Reserved by what the bytes can hold, not by the count they claim: 8 bytes claiming
+  // 65536 requests made this reserve megabytes for a message that fails a field later.
+  out.reserve(std::min<size_t>(n, size / kMinRequestBytes));
   for (uint32_t i = 0; i < n; ++i) out.push_back(readMeta(r));
   if (!r.atEnd()) COLL_THROW(collRemoteError, "negotiation message: trailing bytes after ", n, " requests");
   return out;

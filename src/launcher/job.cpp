@@ -195,19 +195,39 @@ void Job::handleSignals() {
   if (child) reapChildren();
 }
 
+namespace {
+
+// How likely an exit is the first cause of a job's failure, among those reaped at once
+// (waitpid returns them in the order the children were made, not the order they died):
+// a rank killed by a signal did not choose to go, while one that exits with an error may
+// be a survivor reporting it; a remote rank's shell passes a signal death on as 128 + n.
+int causeRank(const RankLaunch& l, int status) {
+  if (WIFSIGNALED(status)) return 0;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 3;
+  if (l.remote && WEXITSTATUS(status) > 128 && WEXITSTATUS(status) < 255) return 1;
+  return 2;
+}
+
+}  // namespace
+
 void Job::reapChildren() {
   int status = 0;
   pid_t pid;
+  std::vector<std::pair<Proc*, int>> batch;
   while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
     for (Proc& p : procs_) {
       if (p.pid != pid || !p.running) continue;
       p.running = false;
       --running_;
       p.in.reset();
-      // The job ends now, even while emit() waits on a reader that takes nothing.
-      exited_.emplace_back(&p, onRankExit(p, status));
+      batch.emplace_back(&p, status);
     }
   }
+  std::stable_sort(batch.begin(), batch.end(), [](const auto& a, const auto& b) {
+    return causeRank(a.first->launch, a.second) < causeRank(b.first->launch, b.second);
+  });
+  // The job ends now, even while emit() waits on a reader that takes nothing.
+  for (auto& [p, st] : batch) exited_.emplace_back(p, onRankExit(*p, st));
   reportExits();
 }
 
@@ -226,15 +246,28 @@ void Job::reportExits() {
 
 std::string Job::onRankExit(Proc& p, int status) {
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
-  if (ending_ != Ending::None) return "";  // a consequence of the ending already under way
   std::string who = strCat("rank ", p.launch.rank);
   if (p.launch.remote) who += strCat(" (on ", p.launch.host, ")");
+  if (ending_ != Ending::None) {
+    // A consequence of the ending under way, as a rule. Except a rank killed by a signal
+    // nobody here sent, soon after a rank that exited with an error began the ending: it
+    // died first (its death was seen later), and the other was a survivor reporting it.
+    if (ending_ == Ending::Failure && blameIsExit_ && WIFSIGNALED(status) && WTERMSIG(status) != SIGTERM &&
+        !sentKill_ && Clock::now() < endingAt_ + std::chrono::seconds(1)) {
+      blameIsExit_ = false;
+      exitCode_ = 128 + WTERMSIG(status);
+      return strCat(who, " killed by signal ", describeSignal(WTERMSIG(status)),
+                    " (the first failure: the rank above reported it)");
+    }
+    return "";
+  }
   std::string others = procs_.size() > 1 ? "; killing the other ranks" : "";
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
     beginTermination(Ending::Failure, 128 + sig, SIGTERM);
     return strCat(who, " killed by signal ", describeSignal(sig), others);
   }
+  blameIsExit_ = true;
   int code = WEXITSTATUS(status);
   // ssh's own failures (host unreachable, authentication) exit with 255.
   std::string hint = p.launch.remote && code == 255 ? " (the remote shell may have failed)" : "";
@@ -277,6 +310,7 @@ void Job::beginTermination(Ending why, int exitCode, int signo) {
   if (ending_ != Ending::None) return;
   ending_ = why;
   exitCode_ = exitCode;
+  endingAt_ = Clock::now();
   // Closing a remote rank's stdin is what stops it: its watcher sees EOF.
   for (Proc& p : procs_) p.in.reset();
   signalAll(signo);
@@ -284,6 +318,7 @@ void Job::beginTermination(Ending why, int exitCode, int signo) {
 }
 
 void Job::signalAll(int signo) {
+  if (signo == SIGKILL) sentKill_ = true;
   // Groups of ranks that already exited are signalled too: their children may live on.
   // A group's id cannot be reused while any member is alive, and ESRCH marks it gone.
   for (Proc& p : procs_) {

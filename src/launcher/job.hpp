@@ -88,6 +88,9 @@ class Job {
   double timeoutSec_;
   std::optional<Clock::time_point> killAt_, giveUpAt_;
   Ending ending_ = Ending::None;
+  Clock::time_point endingAt_;
+  bool blameIsExit_ = false;  // the ending began with a rank exiting with an error status
+  bool sentKill_ = false;     // SIGKILL went out from here
   int exitCode_ = 0;
   int running_ = 0;
   bool stdoutOk_ = true, stderrOk_ = true;

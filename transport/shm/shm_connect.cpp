@@ -62,9 +62,9 @@ std::map<int, std::unique_ptr<Link>> Connector::run(std::exception_ptr early) {
     nonce_ = randomWord();
     probeWord_ = randomWord() | 1;  // never 0, so an unread word cannot match
   });
-  // Nothing is created before every rank has arrived: a rank that never comes (or dies
-  // first) leaves no name behind in /dev/shm.
-  Hello mine{err_ ? 0u : 1u, 0, nonce_};
+  // Segments are anonymous memory files (see Segment): however a rank ends, nothing of
+  // them is left behind. They are still made only once every rank has arrived.
+  Hello mine{err_ ? 0u : 1u, static_cast<uint32_t>(getpid()), nonce_};
   std::vector<uint8_t> raw = ctx_.bootstrap->allGather(&mine, sizeof mine);
   COLL_ENFORCE_EQ(raw.size(), sizeof(Hello) * ctx_.nranks, collInternalError,
                   "shm connect: all-gather returned the wrong size");
@@ -72,17 +72,8 @@ std::map<int, std::unique_ptr<Link>> Connector::run(std::exception_ptr early) {
   std::memcpy(hello.data(), raw.data(), raw.size());
   guarded([&] { checkPeersOk(okOf(hello)); });
   guarded([&] { createSegments(); });
-  std::vector<uint32_t> okB;
-  try {
-    okB = gatherOk();
-  } catch (...) {
-    // A creator that dies here made our segment but could not tell us: we are the only
-    // ones left who know its name.
-    unlinkUnopened(hello, okOf(hello));
-    throw;
-  }
+  std::vector<uint32_t> okB = gatherOk();
   guarded([&] { openSegments(hello, okB); });
-  unlinkUnopened(hello, okB);
   std::vector<uint32_t> okC = gatherOk();
   for (Pair& p : pairs_)
     if (p.side == 0) p.seg.unlink();  // the opener has it mapped, or never will
@@ -195,8 +186,7 @@ void Connector::openSegments(const std::vector<Hello>& hello, const std::vector<
   checkPeersOk(ok);
   for (Pair& p : pairs_) {
     if (p.side != 1) continue;
-    p.seg = Segment::open(segName(p.peer, ctx_.rank, hello[p.peer].nonce));
-    p.seg.unlink();  // both sides have it mapped now: nothing can be left in /dev/shm
+    p.seg = Segment::open(segName(p.peer, ctx_.rank, hello[p.peer].nonce), static_cast<int>(hello[p.peer].pid));
     checkPeerSide(p);
     fillSide(p);
     probe(p);
@@ -204,15 +194,6 @@ void Connector::openSegments(const std::vector<Hello>& hello, const std::vector<
     // reads them only after the next all-gather, which orders them anyway).
     std::atomic_ref<uint32_t>(p.seg.side(1)->status).store(kSideActive, std::memory_order_release);
   }
-}
-
-// When we failed before opening a segment its creator made (or lost the job while it
-// made it), remove the name for it: the creator unlinks it too, but only after the next
-// all-gather, which a kill may prevent.
-void Connector::unlinkUnopened(const std::vector<Hello>& hello, const std::vector<uint32_t>& ok) {
-  for (Pair& p : pairs_)
-    if (p.side == 1 && !p.seg.base() && ok[p.peer] == 1)
-      shm_unlink(segName(p.peer, ctx_.rank, hello[p.peer].nonce).c_str());
 }
 
 void Connector::finishCreated(const std::vector<uint32_t>& ok) {

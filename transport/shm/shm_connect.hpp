@@ -57,7 +57,7 @@ class Connector {
   };
   struct Hello {
     uint32_t ok;
-    uint32_t pad;
+    uint32_t pid;  // the process that creates this rank's segments holds them here
     uint64_t nonce;
   };
 
@@ -65,7 +65,6 @@ class Connector {
   void addPeers();
   void createSegments();
   void openSegments(const std::vector<Hello>& hello, const std::vector<uint32_t>& ok);
-  void unlinkUnopened(const std::vector<Hello>& hello, const std::vector<uint32_t>& ok);
   void finishCreated(const std::vector<uint32_t>& ok);
   static std::vector<uint32_t> okOf(const std::vector<Hello>& hello);
   void checkPeersOk(const std::vector<uint32_t>& ok);

@@ -95,8 +95,18 @@ void ShmLink::slowChecks(bool force) {
     fail(collRemoteError, strCat("the peer's pid/rank in the shm segment were overwritten (pid ",
                                  peerCtl_->pid, ", rank ", peerCtl_->rank, "; expected ",
                                  p_.peerPid, ", ", p_.peer, ")"));
-  if (!p_.sameProcess && processGone(p_.peerPid))
+  if (!p_.sameProcess && processGone(p_.peerPid)) {
+    // A peer that sent and exited at once: what it wrote is still in the ring (our mapping
+    // keeps it), so take it first, as the status check does, and report the death only
+    // once nothing moves any more. (Not from inside a copy that found the peer gone: the
+    // pumps may be running already, and that copy's data is lost anyway.)
+    if (!force) {
+      bool moved = collectAcks();
+      if (rmode_ != RecvMode::Single) moved |= pumpRecvs();
+      if (moved) return;
+    }
     fail(collRemoteError, strCat("peer rank ", p_.peer, " (pid ", p_.peerPid, ") died"));
+  }
 }
 
 // Did the peer publish anything since the last look? Updates the snapshot.

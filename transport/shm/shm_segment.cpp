@@ -1,5 +1,6 @@
 #include "transport/shm/shm_segment.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -119,10 +120,10 @@ Segment& Segment::operator=(Segment&& o) noexcept {
     bytes_ = o.bytes_;
     ringBytes_ = o.ringBytes_;
     name_ = std::move(o.name_);
-    named_ = o.named_;
+    fd_ = o.fd_;
     o.base_ = nullptr;
     o.bytes_ = 0;
-    o.named_ = false;
+    o.fd_ = -1;
     keys_[0] = o.keys_[0];
     keys_[1] = o.keys_[1];
   }
@@ -137,36 +138,44 @@ void Segment::reset() {
 }
 
 void Segment::unlink() {
-  // ENOENT is expected: the peer unlinks the same name as soon as it has mapped it.
-  if (named_) shm_unlink(name_.c_str());
-  named_ = false;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
+
+namespace {
+// What readlink shows for a descriptor of the memfd named `name`.
+std::string memfdLink(const std::string& name) { return "/memfd:" + name.substr(name[0] == '/') + " (deleted)"; }
+}  // namespace
 
 Segment Segment::create(const std::string& name, size_t ringBytes) {
   std::string why = checkRingBytes(ringBytes);
   COLL_CHECK_ARG(why.empty(), "COLL_SHM_RING_BYTES: ", why);
+  COLL_CHECK_ARG(!name.empty() && name.size() < 200, "shm: segment name '", name, "' is empty or too long");
   Segment s;
   s.name_ = name;
   s.ringBytes_ = ringBytes;
   s.bytes_ = segmentBytesFor(ringBytes);
-  Fd fd{shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600)};
-  if (fd.fd < 0) {
+  // An anonymous memory file, not a name in /dev/shm: the kernel frees it with the last
+  // descriptor and mapping, however the processes end (SIGKILL, a default SIGTERM, the
+  // launcher killed), so nothing can be left behind. The peer opens it through
+  // /proc/<pid>/fd while we hold the descriptor (see open()).
+  s.fd_ = memfd_create(name.c_str() + (name[0] == '/'), MFD_CLOEXEC);
+  if (s.fd_ < 0) {
     int err = errno;
-    COLL_THROW(collSystemError, "shm: cannot create segment ", name, ": ", sysErrorText(err));
+    COLL_THROW(collSystemError, "shm: cannot create segment ", name, ": memfd_create: ", sysErrorText(err));
   }
-  s.named_ = true;  // from here on every exit path (exceptions included) unlinks it
-  // Allocated now rather than sized with ftruncate: a sparse file on a full /dev/shm maps
-  // fine, and the first store into a page the tmpfs cannot supply kills the process with
-  // SIGBUS (at the header, just below) instead of failing this call.
+  // Allocated now rather than sized with ftruncate: a sparse file maps fine, and the first
+  // store into a page the kernel cannot supply (memory limit of the cgroup) kills the
+  // process with SIGBUS (at the header, just below) instead of failing this call.
   int err;
-  while ((err = posix_fallocate(fd.fd, 0, static_cast<off_t>(s.bytes_))) == EINTR) {
+  while ((err = posix_fallocate(s.fd_, 0, static_cast<off_t>(s.bytes_))) == EINTR) {
   }
   if (err != 0)
     COLL_THROW(collSystemError, "shm: cannot allocate segment ", name, " of ", s.bytes_,
                " bytes: ", sysErrorText(err),
-               err == ENOSPC ? " (/dev/shm is full: free space there, lower COLL_SHM_RING_BYTES or set "
-                               "COLL_TRANSPORT=tcp)" : "");
-  s.base_ = mapShared(fd.fd, s.bytes_, name);
+               err == ENOSPC || err == ENOMEM ? " (out of memory for shared segments: lower "
+                                                "COLL_SHM_RING_BYTES or set COLL_TRANSPORT=tcp)" : "");
+  s.base_ = mapShared(s.fd_, s.bytes_, name);
   SegHeader* h = s.header();
   h->magic = kSegMagic;
   h->version = kSegVersion;
@@ -177,16 +186,35 @@ Segment Segment::create(const std::string& name, size_t ringBytes) {
   return s;
 }
 
-Segment Segment::open(const std::string& name) {
+Segment Segment::open(const std::string& name, int creatorPid) {
   Segment s;
   s.name_ = name;
-  Fd fd{shm_open(name.c_str(), O_RDWR, 0)};
-  if (fd.fd < 0) {
-    int err = errno;
-    COLL_THROW(collSystemError, "shm: cannot open segment ", name, ": ", sysErrorText(err),
-               err == ENOENT ? " (are both ranks on the same host and sharing /dev/shm?)" : "");
+  // The creator holds the memfd open until we have mapped it: find it among its
+  // descriptors by name. Reading another process's /proc/<pid>/fd needs the permission
+  // that single-copy transfers need anyway (same user, not undumpable).
+  const std::string want = memfdLink(name);
+  const std::string dir = strCat("/proc/", creatorPid, "/fd");
+  Fd fd{-1};
+  int err = 0;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::string path = dir + "/" + e->d_name;
+      char link[512];
+      ssize_t n = readlink(path.c_str(), link, sizeof link - 1);
+      if (n <= 0 || std::string(link, static_cast<size_t>(n)) != want) continue;
+      fd.fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+      if (fd.fd < 0) err = errno;
+      break;
+    }
+    closedir(d);
+  } else {
+    err = errno;
   }
-  s.named_ = true;
+  if (fd.fd < 0)
+    COLL_THROW(collSystemError, "shm: cannot open segment ", name, " of pid ", creatorPid, ": ",
+               err ? sysErrorText(err) : std::string("the process does not hold it"),
+               " (are both ranks on the same host, run by the same user, and can see each other's /proc?)");
   struct stat st;
   COLL_SYSCHECK(fstat(fd.fd, &st), strCat("shm: fstat of segment ", name));
   size_t size = static_cast<size_t>(st.st_size);

@@ -1,6 +1,6 @@
 // The shared-memory segment of one pair of ranks and its layout.
 //
-// One POSIX shm object per pair, created by the lower rank ("side 0") and mapped by
+// One anonymous memory file (memfd) per pair, created by the lower rank ("side 0") and mapped by
 // both. It holds two one-way channels: channel c carries bytes from side c to side 1-c.
 //
 //   offset 0      SegHeader  (immutable after creation: magic, version, sizes, the
@@ -94,14 +94,18 @@ inline size_t segmentBytesFor(size_t ringBytes) { return kRingOffset + 2 * ringB
 // Empty when ringBytes is usable (power of two within limits), else why not.
 std::string checkRingBytes(uint64_t ringBytes);
 
-// Owns a mapping of one segment and, until unlink(), its name.
+// Owns a mapping of one segment and, on the creator's side until unlink(), the anonymous
+// memory file (memfd) behind it. No segment ever has a name in /dev/shm, so none can be
+// left there by a process that is killed.
 class Segment {
  public:
-  // O_CREAT|O_EXCL, mode 0600, sized and mapped, header initialised. Throws collSystemError.
+  // A memfd called `name` (for /proc and error messages), allocated, mapped, header
+  // initialised. Throws collSystemError.
   static Segment create(const std::string& name, size_t ringBytes);
-  // Opens an existing segment and validates its header against the object's size.
+  // Opens the segment `name` that process `creatorPid` created and still holds (through
+  // /proc/<pid>/fd) and validates its header against the object's size.
   // Throws collSystemError (cannot open/map) or collRemoteError (bad header).
-  static Segment open(const std::string& name);
+  static Segment open(const std::string& name, int creatorPid);
 
   Segment() = default;
   Segment(Segment&& o) noexcept { *this = static_cast<Segment&&>(o); }
@@ -110,7 +114,8 @@ class Segment {
   Segment& operator=(const Segment&) = delete;
   ~Segment() { reset(); }
 
-  // Removes the name (idempotent; a name already gone is fine).
+  // Creator: closes the descriptor the peer opens the segment through, once it has (or
+  // never will). Idempotent; a no-op on the opener's side.
   void unlink();
   // Empty if the header still says what it said when the segment was mapped.
   std::string checkHeader() const;
@@ -135,7 +140,7 @@ class Segment {
   size_t ringBytes_ = 0;
   uint64_t keys_[2] = {0, 0};
   std::string name_;
-  bool named_ = false;  // we still have to shm_unlink name_
+  int fd_ = -1;  // creator: the memfd, held until the peer has opened it
 };
 
 }  // namespace coll::shm

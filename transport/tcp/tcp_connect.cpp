@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstring>
@@ -19,6 +20,8 @@ namespace {
 // Half-open or silent connections parked in the accept loop; beyond this the oldest is
 // dropped so a flood cannot exhaust file descriptors.
 constexpr size_t kMaxPendingAccepts = 256;
+// Seconds an accepted connection may take to prove the secret.
+constexpr double kHandshakeSec = 5.0;
 
 // The hello each stream's client sends inside the authenticated handshake.
 struct HelloFixed {
@@ -71,6 +74,7 @@ class Acceptor {
   struct Pending {
     Socket sock;
     hs::ServerHandshake hs;
+    Deadline until;  // a stranger holds a slot this long at most
   };
   void acceptNew();
   void finish(Pending& p);
@@ -81,6 +85,7 @@ class Acceptor {
   std::map<int, PeerStreams>* out_;
   std::vector<Pending> pending_;
   int missing_ = 0;
+  size_t evicted_ = 0;
 };
 
 void Acceptor::acceptNew() {
@@ -91,13 +96,19 @@ void Acceptor::acceptNew() {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
       COLL_THROW(collSystemError, "tcp: accept on rank ", ctx_.rank, ": ", sysErrorText(errno));
     }
-    Pending p{Socket(fd), hs::ServerHandshake(ctx_.secret, ConnRole::Tcp)};
+    Pending p{Socket(fd), hs::ServerHandshake(ctx_.secret, ConnRole::Tcp),
+              Deadline(std::min(kHandshakeSec, ctx_.timeoutSec))};
     if (p.hs.start(fd) != hs::ServerHandshake::Status::InProgress) {
       COLL_WARN("tcp: dropped an incoming connection: %s", p.hs.why().c_str());
       continue;
     }
     if (pending_.size() >= kMaxPendingAccepts) {
-      COLL_WARN("tcp: %zu connections stuck in the handshake; dropping the oldest", pending_.size());
+      // The newcomer may be a real peer held out by strangers: the oldest goes, told that
+      // it was busy, so that a real peer among them connects again.
+      if (evicted_++ % 100 == 0)
+        COLL_WARN("tcp: rank %d: %zu connections stuck in the handshake; dropping the oldest (%zu so far)",
+                  ctx_.rank, pending_.size(), evicted_);
+      hs::sendBusy(pending_.front().sock.fd());
       pending_.erase(pending_.begin());
     }
     pending_.push_back(std::move(p));
@@ -154,12 +165,16 @@ void Acceptor::run(const Deadline& deadline) {
     for (auto& p : pending_) pfds.push_back(pollfd{p.sock.fd(), POLLIN, 0});
     int rc = poll(pfds.data(), pfds.size(), std::min(deadline.remainingMs(), 100));
     if (rc < 0 && errno != EINTR) COLL_THROW(collSystemError, "tcp: poll: ", sysErrorText(errno));
-    if (rc <= 0) continue;
+    if (rc < 0) continue;
     // Handshakes first (pfds[1..] match pending_ as it was), then new connections.
     std::vector<Pending> still;
     for (size_t i = 0; i < pending_.size(); ++i) {
       Pending& p = pending_[i];
-      if (!pfds[i + 1].revents) { still.push_back(std::move(p)); continue; }
+      if (!pfds[i + 1].revents) {
+        if (p.until.expired()) COLL_WARN("tcp: rank %d dropped a connection silent in the handshake", ctx_.rank);
+        else still.push_back(std::move(p));
+        continue;
+      }
       auto st = p.hs.step(p.sock.fd());
       if (st == hs::ServerHandshake::Status::InProgress) still.push_back(std::move(p));
       else if (st == hs::ServerHandshake::Status::Done) finish(p);
@@ -219,10 +234,19 @@ std::map<int, PeerStreams> connectStreams(const TransportContext& ctx, const std
     PeerStreams& ps = out[p];
     ps.chunk = pair.chunk;
     for (int k = 0; k < pair.streams; ++k) {
-      Socket s = connectWithRetry(recs[p].addr, deadline);
-      setBufferSizes(s.fd(), opt.bufferBytes);
       std::vector<uint8_t> hello = makeHello(ctx.rank, k, pair.streams, ctx.jobTag);
-      clientHandshake(s.fd(), ctx.secret, ConnRole::Tcp, hello.data(), hello.size(), deadline);
+      Socket s;
+      for (int attempt = 1;; ++attempt) {
+        s = connectWithRetry(recs[p].addr, deadline);
+        setBufferSizes(s.fd(), opt.bufferBytes);
+        if (clientHandshakeOrBusy(s.fd(), ctx.secret, ConnRole::Tcp, hello.data(), hello.size(), deadline)) break;
+        // Strangers crowd rank p's port: it dropped us to make room; connect again.
+        if (deadline.expired())
+          COLL_THROW(collTimeout, "tcp: rank ", ctx.rank, ": rank ", p, " dropped the connection as busy ",
+                     attempt, " times within ", ctx.timeoutSec, " s (a flood of other connections?)");
+        struct timespec ts = {0, std::min<long>(20, attempt * 2) * 1000 * 1000L};
+        nanosleep(&ts, nullptr);
+      }
       tuneSocket(s.fd());
       ps.socks.push_back(std::move(s));
     }

@@ -2,9 +2,12 @@
 // none delays or joins the job.
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/handshake.hpp"
@@ -157,6 +160,52 @@ TEST_F(HostileClients, FloodOfSilentConnectionsDoesNotBlockTheJob) {
   });
   for (auto& o : out) EXPECT_EQ(o.code, collSuccess) << o.what;
   EXPECT_LT(test::secondsSince(t0), 1.0);
+}
+
+// Lets this process hold `n` more descriptors (the soft limit may be 1024).
+void roomForDescriptors(rlim_t n) {
+  rlimit rl{};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < n) rl.rlim_cur = std::min(n, rl.rlim_max);
+  setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+// Hundreds of strangers hold sockets mid-handshake (silent, or a few bytes of garbage
+// short of a header) before the ranks come, and more keep arriving while they join: far
+// more than the root keeps unproven. The root drops the oldest, not the newcomers, and a
+// rank dropped so connects again: the job forms.
+TEST_F(HostileClients, HundredsOfUnprovenConnectionsDoNotKeepRanksOut) {
+  setenv("COLL_BOOTSTRAP_HANDSHAKE_TIMEOUT", "60", 1);  // the strangers stay as long as they like
+  roomForDescriptors(4096);
+  const int n = 4;
+  UniqueIdData id = test::startJob(n, 20.0);
+  std::vector<Socket> flood;
+  const uint8_t junk[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  auto stranger = [&](int i) {
+    Socket s = connectWithRetry(id.root, Deadline(5));
+    if (i % 2) sendAll(s.fd(), junk, sizeof(junk), Deadline(1));
+    return s;
+  };
+  for (int i = 0; i < 400; ++i) flood.push_back(stranger(i));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the root has them all
+  std::atomic<bool> stop{false};
+  std::vector<Socket> more;
+  std::thread late([&] {
+    try {
+      for (int i = 0; i < 300 && !stop; ++i) more.push_back(stranger(i));
+    } catch (const Error&) {  // the job formed: the root no longer listens
+    }
+  });
+  auto out = test::runRanks(n, [&](int r) {
+    auto b = Bootstrap::connect(id, r, n, 15.0);
+    int v = 10 + r;
+    auto all = b->allGather(&v, sizeof(v));
+    for (int k = 0; k < n; ++k) EXPECT_EQ(reinterpret_cast<const int*>(all.data())[k], 10 + k);
+    b->close();
+  });
+  stop = true;
+  late.join();
+  for (auto& o : out) EXPECT_EQ(o.code, collSuccess) << o.what;
 }
 
 }  // namespace

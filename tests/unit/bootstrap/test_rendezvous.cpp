@@ -208,6 +208,29 @@ TEST(Rendezvous, MissingRankTimesOutAtRootAndRanks) {
   EXPECT_LT(test::secondsSince(t0), 2.5);
 }
 
+// The ranks' own deadlines pass before the root's: the rank whose timer fires names the
+// ranks that never joined, as the root would.
+TEST(Rendezvous, RankTimingOutFirstNamesTheRanksThatNeverJoined) {
+  UniqueIdData id = test::startJob(5, 10.0);
+  auto out = runRanks(5, [&](int r) {
+    if (r == 1 || r == 3) return;  // never join
+    Bootstrap::connect(id, r, 5, 1.0);
+  });
+  // The first to time out names them; it leaving is news to the others, whose notice
+  // names them too.
+  int timedOut = 0;
+  for (int r : {0, 2, 4}) {
+    if (out[r].code == collTimeout) {
+      ++timedOut;
+      EXPECT_NE(out[r].what.find("missing ranks: 1, 3"), std::string::npos) << out[r].what;
+    } else {
+      EXPECT_EQ(out[r].code, collRemoteError) << out[r].what;
+      EXPECT_NE(out[r].what.find("waiting for rank 1, rank 3 to join"), std::string::npos) << out[r].what;
+    }
+  }
+  EXPECT_GE(timedOut, 1);
+}
+
 int openFiles(pid_t pid) {
   DIR* d = opendir(strCat("/proc/", pid, "/fd").c_str());
   if (!d) return -1;

@@ -280,6 +280,39 @@ TEST_F(Launcher, SignalDeathIsReported) {
   EXPECT_NE(r.err.find("rank 1 killed by signal 9"), std::string::npos) << r.err;
 }
 
+// Rank 1 is SIGKILLed and rank 0, a survivor, exits with an error reporting it; both are
+// dead before the launcher looks (it is stopped meanwhile), and waitpid hands rank 0 over
+// first. The blame, the message and the exit status go to the rank that was killed.
+TEST_F(Launcher, TheKilledRankIsBlamedNotTheSurvivorReapedFirst) {
+  const std::string d = dir_;
+  pid_t l = start({"-np", "3", "sh", "-c",
+                   "echo $$ > " + d + "/pid$COLL_RANK; "
+                   "if [ $COLL_RANK = 1 ]; then while [ ! -e " + d + "/go1 ]; do sleep 0.01; done; kill -9 $$; fi; "
+                   "if [ $COLL_RANK = 0 ]; then while [ ! -e " + d + "/go0 ]; do sleep 0.01; done; exit 24; fi; "
+                   "exec sleep 100"});
+  auto pidOf = [&](int r) {
+    for (int i = 0; i < 500; ++i) {
+      std::vector<int> p = pidsIn(d + "/pid" + std::to_string(r));
+      if (!p.empty()) return p[0];
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -1;
+  };
+  int p0 = pidOf(0), p1 = pidOf(1);
+  ASSERT_GT(p0, 0);
+  ASSERT_GT(p1, 0);
+  ASSERT_EQ(::kill(l, SIGSTOP), 0);
+  std::ofstream(d + "/go1").put('\n');
+  EXPECT_TRUE(waitGone(p1, 5));
+  std::ofstream(d + "/go0").put('\n');
+  EXPECT_TRUE(waitGone(p0, 5));
+  ::kill(l, SIGCONT);
+  Result r = finish(l);
+  EXPECT_EQ(r.exitCode, 128 + 9) << r.err;
+  EXPECT_NE(r.err.find("rank 1 killed by signal 9"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("rank 0 exited with status 24"), std::string::npos) << r.err;
+}
+
 TEST_F(Launcher, ChildrenOfRanksAreKilledToo) {
   std::string kids = dir_ + "/kids";
   Result r = run({"-np", "2", "sh", "-c",

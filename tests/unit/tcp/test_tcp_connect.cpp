@@ -1,9 +1,11 @@
 // Connection setup of the TCP transport (peer sets, settings negotiation, hostile clients)
 // and the pure striping rule.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 
@@ -252,6 +254,51 @@ TEST(TcpConnect, HostileClientsAreDroppedAndTheJobConnects) {
     l->postRecv(&xr);
     waitAll({l}, {&xs, &xr}, 10);
     EXPECT_EQ(got, 0xABCDEF00u + (1 - rank));
+    env->bs->barrier();
+  });
+}
+
+// Rank 0's connection waits in rank 1's backlog ahead of 300 strangers
+// that never say a word. Rank 1 accepts them all at once, more than it keeps unproven,
+// and drops the oldest: rank 0's. Told that rank 1 was busy, rank 0 connects again (and
+// strangers coming later must not keep it out either); the links form.
+TEST(TcpConnect, FloodOfUnprovenConnectionsDoesNotKeepAPeerOut) {
+  rlimit rl{};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  rl.rlim_cur = std::min<rlim_t>(4096, rl.rlim_max);
+  setrlimit(RLIMIT_NOFILE, &rl);
+  Job job = startJob(2);
+  std::vector<Socket> flood;
+  struct Joined {  // joined also when a rank fails
+    std::thread t;
+    ~Joined() { if (t.joinable()) t.join(); }
+  } strangers;
+  runRanks(2, [&](int rank) {
+    Config cfg = Config::fromEnv();
+    cfg.set("COLL_TCP_STREAMS", "2");
+    auto env = joinJob(job, rank, cfg);
+    SpyBootstrap spy(env->bs.get(), [&](const std::vector<uint8_t>& all) {
+      if (rank == 1) {  // busy elsewhere while the backlog fills
+        std::this_thread::sleep_for(std::chrono::milliseconds(700));
+        return;
+      }
+      tcp::ListenRecord rec;
+      ASSERT_EQ(all.size(), 2 * sizeof rec);
+      memcpy(&rec, all.data() + sizeof rec, sizeof rec);
+      strangers.t = std::thread([&flood, addr = rec.addr] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 0 connected first
+        for (int i = 0; i < 300; ++i) flood.push_back(connectWithRetry(addr, Deadline(5)));
+      });
+    });
+    env->ctx.bootstrap = &spy;
+    Links links = makeTcpTransport()->connect(env->ctx, {1 - rank});
+    Link* l = links.at(1 - rank).get();
+    uint64_t v = 0x5151000 + rank, got = 0;
+    Xfer xs{&v, 8}, xr{&got, 8};
+    l->postSend(&xs);
+    l->postRecv(&xr);
+    waitAll({l}, {&xs, &xr}, 10);
+    EXPECT_EQ(got, 0x5151000u + (1 - rank));
     env->bs->barrier();
   });
 }

@@ -16,4 +16,9 @@ class CollectiveError(RuntimeError):
         self.code = int(code)
 
 
-__all__ = ["CollectiveError", "__version__"]
+class CollectiveValueError(CollectiveError, ValueError):
+    """A CollectiveError for a call refused as invalid before it ran (bad argument,
+    duplicate name in flight): also a ValueError, as horovod raises for these."""
+
+
+__all__ = ["CollectiveError", "CollectiveValueError", "__version__"]

@@ -47,6 +47,7 @@ class Executor {
     uint8_t* buf = nullptr;            // fused: the staging buffer
     void* recv = nullptr;              // direct: where the result lands
     std::vector<uint8_t> joinedRecv;   // direct on a joined rank: a private result buffer
+    std::shared_ptr<const void> joinedSend;  // direct on a joined rank: the zeros it sends
     // Fused groups go out in pieces of chunkElems, each issued as soon as it is staged.
     std::vector<std::pair<size_t, size_t>> chunks;  // [lo, hi) element ranges
     std::vector<std::unique_ptr<PendingOp>> ops;    // one per chunk (direct: one)

@@ -118,7 +118,8 @@ std::unique_ptr<Executor::InFlight> Executor::startAllreduce(const std::vector<R
         send = f->recv;
       }
     } else {
-      send = bufs_.get(BufferSlot::Zeros, n * es);
+      f->joinedSend = bufs_.zeros(n * es);  // held until the send completes
+      send = f->joinedSend.get();
       f->joinedRecv.resize(n * es);
       f->recv = f->joinedRecv.data();
     }

@@ -253,10 +253,21 @@ std::vector<Negotiator::Stalled> Negotiator::stalled(double now, double minAge) 
     const Pending& p = table_.at(name).second;
     double age = now - p.firstSeen;
     if (age < minAge) continue;
-    Stalled s{name, {}, {}, age};
+    Stalled s{name, {}, {}, age, {}};
     for (int r = 0; r < nranks_; ++r) {
       if (p.byRank[r]) s.submitted.push_back(r);
       else if (!joined_[r]) s.missing.push_back(r);
+    }
+    for (int r : s.missing) {
+      std::string waits;
+      for (const auto& [ord2, other] : order_) {  // oldest first
+        const auto& q = table_.at(other).second;
+        if (other != name && q.byRank[r]) {
+          waits = strCat(opTypeName(q.byRank[r]->op), " '", other, "'");
+          break;
+        }
+      }
+      s.missingWaitsIn.push_back(std::move(waits));
     }
     out.push_back(std::move(s));
   }

@@ -31,6 +31,9 @@ class Negotiator {
     std::vector<int> submitted;
     std::vector<int> missing;
     double ageSeconds;
+    // For each missing rank (same order), what it waits in instead: "<op> '<name>'" of the
+    // oldest other pending tensor it submitted, or empty when it submitted none.
+    std::vector<std::string> missingWaitsIn;
   };
   // Tensors waiting longer than minAge seconds, oldest first.
   std::vector<Stalled> stalled(double now, double minAge) const;

@@ -19,6 +19,9 @@ std::string StallInspector::describe(const Negotiator::Stalled& s, int processSe
   os << "stalled tensor '" << s.name << "' (process set " << processSet << ") waiting " << age
      << " s: submitted by rank(s) " << (s.submitted.empty() ? "none" : list(s.submitted))
      << "; missing rank(s) " << (s.missing.empty() ? "none" : list(s.missing));
+  // Ranks that disagree on the order of their calls wait in each other's: say where.
+  for (size_t i = 0; i < s.missing.size() && i < s.missingWaitsIn.size(); ++i)
+    if (!s.missingWaitsIn[i].empty()) os << "; rank " << s.missing[i] << " waits in " << s.missingWaitsIn[i];
   return os.str();
 }
 

@@ -339,19 +339,19 @@ def case_autograd(ctx):
     ya, yb = hvd.grouped_allreduce([a, b], op=hvd.Sum)
     ((ya * (r + 1)).sum() + (yb * 2 * (r + 1)).sum()).backward()
     assert torch.all(a.grad == weight_sum) and torch.all(b.grad == 2 * weight_sum), (a.grad, b.grad)
-    # allgather: rank r's gradient is its rows of the summed gradient
+    # allgather: rank r's gradient is its rows of the averaged gradient (as horovod)
     x = torch.ones(r + 1, 2, requires_grad=True)
     y = hvd.allgather(x, name="grad.ag")
     rows = torch.arange(y.shape[0], dtype=torch.float32).view(-1, 1)
     (y * rows * (r + 1)).sum().backward()
     offset = r * (r + 1) // 2
-    want = (torch.arange(offset, offset + r + 1, dtype=torch.float32).view(-1, 1) * weight_sum).expand(r + 1, 2)
+    want = (torch.arange(offset, offset + r + 1, dtype=torch.float32).view(-1, 1) * weight_sum / n).expand(r + 1, 2)
     assert torch.equal(x.grad, want), (x.grad, want)
-    # broadcast: the root gets the summed gradient, the others zero
+    # broadcast: the root gets the averaged gradient, the others zero (as horovod)
     x = torch.ones(4, requires_grad=True)
     y = hvd.broadcast(x, 0)
     (y * (r + 1)).sum().backward()
-    assert torch.all(x.grad == (weight_sum if r == 0 else 0.0)), x.grad
+    assert torch.allclose(x.grad, torch.full((4,), weight_sum / n if r == 0 else 0.0)), x.grad
     # Min is not differentiable: the result has no gradient function
     x = torch.ones(2, requires_grad=True)
     assert not hvd.allreduce(x, op=hvd.Min).requires_grad
@@ -393,8 +393,9 @@ def case_autograd_reducescatter(ctx):
     base, extra = divmod(dim0, n)
     owner = torch.tensor([k for k in range(n) for _ in range(base + (1 if k < extra else 0))],
                          dtype=torch.float32).view(-1, 1)
-    for op, pre, post, scale in ((hvd.Sum, 1.0, 1.0, 1.0), (hvd.Average, 1.0, 1.0, 1.0 / n),
-                                 (hvd.Sum, 2.0, 0.25, 0.5), (hvd.Average, 3.0, 0.5, 1.5 / n)):
+    # horovod's scaling: the set's size for Sum, 1 for Average, times both factors
+    for op, pre, post, scale in ((hvd.Sum, 1.0, 1.0, n), (hvd.Average, 1.0, 1.0, 1.0),
+                                 (hvd.Sum, 2.0, 0.25, 0.5 * n), (hvd.Average, 3.0, 0.5, 1.5)):
         x = data(r, (dim0, 2), torch.float32).requires_grad_()
         y = hvd.reducescatter(x, op=op, name=f"grad.rs.{op}.{pre}", prescale_factor=pre,
                               postscale_factor=post)

@@ -17,8 +17,8 @@ def case_process_set_of_two(ctx):
     if member:
         got = hvd.allreduce(x, op=hvd.Sum, process_set=ps, name="ps.sum")
         assert torch.equal(got, data(0, (6,), torch.float32) + data(2, (6,), torch.float32))
-        # root_rank is a rank within the set: 1 is global rank 2
-        got = hvd.broadcast(x, 1, process_set=ps, name="ps.bcast")
+        # root_rank is a global rank, as in horovod (the set's rank 1)
+        got = hvd.broadcast(x, 2, process_set=ps, name="ps.bcast")
         assert torch.equal(got, data(2, (6,), torch.float32))
         got = hvd.allgather(torch.tensor([ctx.rank]), process_set=ps)
         assert got.tolist() == [0, 2]

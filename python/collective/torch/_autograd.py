@@ -3,8 +3,10 @@ functions): each forward pass is the collective itself, each backward pass the
 collective that carries the gradient back, named `<name>.grad`."""
 import torch
 
-from .mpi_ops import (Average, AverageReproducible, Sum, _scale, allgather_async, allreduce_async, alltoall_async,
-                      broadcast_async, grouped_allreduce_async, reducescatter_async,
+from .basics import rank
+from .mpi_ops import (Average, AverageReproducible, Sum, SumReproducible, _scale, allgather_async,
+                      allreduce_async, alltoall_async, broadcast_async, grouped_allgather_async,
+                      grouped_allreduce_async, grouped_reducescatter_async, reducescatter_async,
                       synchronize)
 
 
@@ -47,6 +49,8 @@ class _GroupedAllreduceFn(torch.autograd.Function):
 
 
 class _BroadcastFn(torch.autograd.Function):
+    """As horovod.torch: the gradient is the average of every rank's output gradient on
+    the root (root_rank is a global rank) and zero elsewhere."""
     @staticmethod
     def forward(ctx, tensor, root_rank, name, process_set):
         ctx.spec = (root_rank, name, process_set)
@@ -55,8 +59,9 @@ class _BroadcastFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         root, name, ps = ctx.spec
-        g = synchronize(allreduce_async(grad, None, _grad_name(name), Sum, process_set=ps))
-        if ps.rank() != root:
+        g = synchronize(allreduce_async(grad.contiguous(), None, _grad_name(name), Average,
+                                        process_set=ps))
+        if rank() != root:
             g.zero_()
         return g, None, None, None
 
@@ -70,7 +75,9 @@ class _AllgatherFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         name, ps, shape = ctx.spec
-        g = synchronize(allreduce_async(grad, None, _grad_name(name), Sum, process_set=ps))
+        # As horovod.torch: this rank's rows of the average of every rank's output gradient.
+        g = synchronize(allreduce_async(grad.contiguous(), None, _grad_name(name), Average,
+                                        process_set=ps))
         rows = shape[0] if len(shape) else 1
         dims_name = None if name is None else name + ".grad.rows"
         dims = synchronize(allgather_async(torch.tensor([rows], dtype=torch.int64), dims_name, ps))
@@ -81,48 +88,90 @@ class _AllgatherFn(torch.autograd.Function):
 class _AlltoallFn(torch.autograd.Function):
     """Rows that went from rank a to rank b come back from b to a: the backward pass is the
     all-to-all of the gradient with the splits this rank received (which are what every
-    sender used for it)."""
+    sender used for it), also when the forward pass split evenly."""
     @staticmethod
     def forward(ctx, tensor, splits, name, process_set):
         ctx.spec = (name, process_set, tensor.shape)
-        if splits is None:
-            out = synchronize(alltoall_async(tensor, None, name, process_set))
-            received = None
-        else:
-            out, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+        out, received = synchronize(alltoall_async(tensor, splits, name, process_set,
+                                                   _received_splits=True))
         ctx.received = received
-        if received is None:  # autograd needs a tensor in every output slot
-            received = torch.empty(0, dtype=torch.int64)
         ctx.mark_non_differentiable(received)
         return out, received
 
     @staticmethod
     def backward(ctx, grad, _received_grad):
         name, ps, shape = ctx.spec
-        g = synchronize(alltoall_async(grad.contiguous(), ctx.received, _grad_name(name), ps))
-        if ctx.received is not None:
-            g = g[0]
+        g, _ = synchronize(alltoall_async(grad.contiguous(), ctx.received, _grad_name(name), ps))
         return g.reshape(shape), None, None, None
 
 
+def _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor):
+    """horovod.torch's factor on a reduce-scatter's output gradient before it is
+    all-gathered back: the set's size for Sum, 1 for Average, times both scale factors."""
+    scale = _scale(prescale_factor, "reducescatter", "prescale_factor") * \
+        _scale(postscale_factor, "reducescatter", "postscale_factor")
+    if op in (Sum, SumReproducible):
+        scale *= process_set.size()
+    return scale
+
+
 class _ReducescatterFn(torch.autograd.Function):
-    """Rank r's output is post * sum over ranks k of pre * (k's rows of r's share), over the
-    set's size for Average (the engine makes every rank pass the same factors). So each
-    rank's gradient is the all-gather of the output gradients, times the same scale."""
+    """The gradient is the all-gather of every rank's output gradient, scaled as
+    horovod.torch scales it (_reducescatter_grad_scale)."""
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
-        scale = _scale(prescale_factor, "reducescatter", "prescale_factor") * \
-            _scale(postscale_factor, "reducescatter", "postscale_factor")
-        if op in (Average, AverageReproducible):
-            scale /= process_set.size()
-        ctx.spec = (name, process_set, tensor.shape, scale)
+        ctx.spec = (name, process_set, tensor.shape,
+                    _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor))
         return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,
                                                postscale_factor))
 
     @staticmethod
     def backward(ctx, grad):
         name, ps, shape, scale = ctx.spec
-        g = synchronize(allgather_async(grad.contiguous(), _grad_name(name), ps))
         if scale != 1.0:
-            g = g * scale
+            grad = grad * scale
+        g = synchronize(allgather_async(grad.contiguous(), _grad_name(name), ps))
         return g.reshape(shape), None, None, None, None, None
+
+
+def _offsets(rows, name, process_set):
+    """Every rank's first-dimension length for each all-gathered tensor: this rank's start row
+    in each gathered gradient."""
+    dims_name = None if name is None else name + ".grad.rows"
+    dims = synchronize(allgather_async(torch.tensor(rows, dtype=torch.int64).view(1, -1),
+                                       dims_name, process_set))
+    return dims[:process_set.rank()].sum(0).tolist()
+
+
+class _GroupedAllgatherFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.spec = (name, process_set, [t.shape for t in tensors])
+        return tuple(synchronize(grouped_allgather_async(list(tensors), name, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        name, ps, shapes = ctx.spec
+        # As horovod.torch: this rank's rows of the average of the output gradients.
+        gs = synchronize(grouped_allreduce_async([g.contiguous() for g in grads], None,
+                                                 _grad_name(name), Average, process_set=ps))
+        rows = [s[0] if len(s) else 1 for s in shapes]
+        starts = _offsets(rows, name, ps)
+        return (None, None) + tuple(g.narrow(0, int(a), n).reshape(s)
+                                    for g, a, n, s in zip(gs, starts, rows, shapes))
+
+
+class _GroupedReducescatterFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
+        ctx.spec = (name, process_set, [t.shape for t in tensors],
+                    _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor))
+        return tuple(synchronize(grouped_reducescatter_async(list(tensors), name, op, process_set,
+                                                             prescale_factor, postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        name, ps, shapes, scale = ctx.spec
+        gs = [(g * scale if scale != 1.0 else g).contiguous() for g in grads]
+        outs = synchronize(grouped_allgather_async(gs, _grad_name(name), ps))
+        return (None,) * 5 + tuple(o.reshape(s) for o, s in zip(outs, shapes))

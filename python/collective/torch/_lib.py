@@ -8,7 +8,7 @@ import ctypes
 import ctypes.util
 import os
 
-from .. import CollectiveError
+from .. import CollectiveError, CollectiveValueError
 
 COLL_HVD_MAX_DIMS = 16
 
@@ -138,8 +138,10 @@ def last_error():
     return msg.decode("utf-8", "replace") if msg else ""
 
 
-def check(result, what=None):
-    """Raises CollectiveError for a collResult_t other than collSuccess."""
+def check(result, what=None, submit=False):
+    """Raises CollectiveError for a collResult_t other than collSuccess; with `submit`
+    (the engine refused to start the call) CollectiveValueError for an invalid argument or
+    usage, as horovod raises ValueError there."""
     if result == SUCCESS:
         return
     msg = last_error()
@@ -148,4 +150,6 @@ def check(result, what=None):
     text = msg or code_name
     if what and what not in text:
         text = f"{what}: {text}"
+    if submit and result in (INVALID_ARGUMENT, INVALID_USAGE):
+        raise CollectiveValueError(result, text)
     raise CollectiveError(result, text)

@@ -79,10 +79,60 @@ def cross_size():
     return _topo("cross_size")[5]
 
 
+# What horovod's build queries ask, answered for this package: its operations run on
+# libcollective's engine over its own transports (shared memory, TCP), started by
+# collectiverun, mpirun or Slurm; neither MPI, Gloo, NCCL, oneCCL nor DDL carries them, and
+# the package handles CPU tensors only.
+def mpi_built():
+    return False
+
+
+def mpi_enabled():
+    return False
+
+
+def mpi_threads_supported():
+    raise ValueError("collective.torch does not run on MPI (mpi_enabled() is False), so MPI "
+                     "multi-threading does not apply")
+
+
+def gloo_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def nccl_built():
+    return 0
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def cuda_built():
+    return False
+
+
+def rocm_built():
+    return False
+
+
+def is_homogeneous():
+    """True when every host runs the same number of ranks."""
+    return local_size() * cross_size() == size()
+
+
 class ProcessSet:
     """A subset of the global ranks with its own engine queue. Build one from a list of
     global ranks and register it with add_process_set() (or init(process_sets=...)).
-    Operations take it as `process_set=`; their root_rank is a rank within the set."""
+    Operations take it as `process_set=`; their root_rank is a global rank (a member)."""
 
     def __init__(self, ranks):
         try:
@@ -182,4 +232,6 @@ atexit.register(_at_exit)
 
 __all__ = ["init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
            "cross_rank", "cross_size", "ProcessSet", "global_process_set", "add_process_set",
-           "remove_process_set"]
+           "remove_process_set", "mpi_built", "mpi_enabled", "mpi_threads_supported",
+           "gloo_built", "gloo_enabled", "nccl_built", "ddl_built", "ccl_built", "cuda_built",
+           "rocm_built", "is_homogeneous"]

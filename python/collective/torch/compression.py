@@ -9,12 +9,19 @@
                                      only the largest `density` fraction of elements
 
 `Compression.int8` and `Compression.topk` can also be passed uncalled (their defaults).
+Each also has horovod.torch's `compress(tensor) -> (tensor, ctx)` and
+`decompress(tensor, ctx)`: fp16 and bf16 cast floating-point tensors (and back), the
+others return the tensor as it is (their work is done by the engine). Operations the
+engine cannot compress (reducescatter) apply these; an object of another class with
+`compress` and `decompress` is applied that way by every operation that takes one.
 The engine compresses float32 tensors reduced with Sum or Average; collective.torch
 sends tensors of other types uncompressed (as horovod's fp16 compressor leaves integer
 tensors alone). Error feedback keeps a residual per tensor name, so it needs named
 tensors (DistributedOptimizer names every gradient).
 """
 import ctypes
+
+import torch
 
 from ._lib import HvdCompression
 
@@ -38,6 +45,20 @@ class Compressor:
     @property
     def is_none(self):
         return self.kind == _NONE
+
+    def compress(self, tensor):
+        """horovod.torch's interface: (the tensor as sent, what decompress needs)."""
+        if not isinstance(tensor, torch.Tensor):
+            return tensor, None  # the operation reports what it was given
+        cast = {_FP16: torch.float16, _BF16: torch.bfloat16}.get(self.kind)
+        if cast is not None and tensor.dtype.is_floating_point:
+            return tensor.type(cast), tensor.dtype
+        return tensor, tensor.dtype
+
+    def decompress(self, tensor, ctx):
+        if ctx is not None and ctx.is_floating_point and tensor.dtype != ctx:
+            return tensor.type(ctx)
+        return tensor
 
     def c_pointer(self):
         """A pointer for collHvd*Async, or None for no compression."""

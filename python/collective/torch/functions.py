@@ -4,7 +4,7 @@ import pickle
 
 import torch
 
-from .basics import _require_init, global_process_set
+from .basics import _require_init, global_process_set, rank
 from .mpi_ops import (_check_inplace, allgather, broadcast_, broadcast_async_, synchronize)
 
 
@@ -50,7 +50,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     """Returns root_rank's `obj` on every rank (pickled; the root returns its own object)."""
     _require_init("broadcast_object")
     name = name or "noname"  # the same on every rank, whatever each passes as obj
-    ps_rank = process_set.rank()
+    ps_rank = rank()
     if ps_rank == root_rank:
         payload = _dumps(obj)
         length = torch.tensor([payload.numel()], dtype=torch.int64)
@@ -80,16 +80,39 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     return out
 
 
-def broadcast_optimizer_state(optimizer, root_rank=0, process_set=global_process_set):
+def broadcast_optimizer_state(optimizer, root_rank=0, model=None, process_set=global_process_set):
     """Makes every rank's optimizer state (hyper-parameters of each group and per-parameter
     state such as momentum buffers) root_rank's. The ranks' optimizers must hold the same
-    parameters in the same order; state a rank has not created yet (no step taken) is
-    created from the root's."""
+    parameters in the same order. As horovod does, an optimizer with no state yet first
+    takes a step with zero gradients (on every rank, so the state exists everywhere):
+    parameters that require a gradient and have none get a zero one (sparse for
+    SparseAdam, and for the sparse embeddings of `model` under SGD); the others keep none."""
     _require_init("broadcast_optimizer_state")
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError("broadcast_optimizer_state expects a torch.optim.Optimizer, "
                         f"not {type(optimizer).__name__}")
-    ps_rank = process_set.rank()
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise ValueError("broadcast_optimizer_state: cannot broadcast torch.optim.LBFGS state "
+                         "(as in horovod)")
+    if len(optimizer.state_dict()["state"]) == 0:
+        sparse = set()
+        if model is not None:
+            for m in model.modules():
+                if isinstance(m, torch.nn.Embedding) and m.sparse:
+                    sparse.update(id(p) for p in m.parameters())
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.requires_grad and p.grad is None:
+                    p.grad = torch.zeros_like(p.data)
+                    if isinstance(optimizer, torch.optim.SparseAdam) or \
+                            (isinstance(optimizer, torch.optim.SGD) and id(p) in sparse):
+                        p.grad = p.grad.to_sparse()
+        from .optimizer import _DistributedMixin  # late: optimizer imports this module's peers
+        if isinstance(optimizer, _DistributedMixin):
+            super(_DistributedMixin, optimizer).step()  # the local step, no all-reduce
+        else:
+            optimizer.step()
+    ps_rank = rank()
     state = optimizer.state_dict() if ps_rank == root_rank else None
     state = broadcast_object(state, root_rank, name="optimizer_state", process_set=process_set)
     if ps_rank != root_rank:

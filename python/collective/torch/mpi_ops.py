@@ -5,12 +5,14 @@ Every operation has an asynchronous form returning a handle (an int) and a block
 tensors the engine reads or writes, so they stay alive whatever the caller drops.
 """
 import ctypes
+import functools
 import itertools
 import threading
 
 import torch
 
 from . import _lib
+from .. import CollectiveError
 from ._lib import HvdTensor, check, lib
 from .basics import ProcessSet, _require_init, global_process_set
 from .compression import Compression, Compressor
@@ -25,8 +27,10 @@ Product = 4
 # the fusion, the rank count (zero inputs aside) or which rank holds which input.
 SumReproducible = 5
 AverageReproducible = 6
+Adasum = 7  # done in this package (see _adasum), not by the engine
 _OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product",
-             SumReproducible: "SumReproducible", AverageReproducible: "AverageReproducible"}
+             SumReproducible: "SumReproducible", AverageReproducible: "AverageReproducible",
+             Adasum: "Adasum"}
 
 # torch dtype -> collDataType_t (include/collective.h)
 _DTYPES = {
@@ -72,11 +76,13 @@ def _name(name, what, process_set):
         with _handles_lock:
             counter = _noname.setdefault(key, itertools.count())
             n = next(counter)
+        _named(f"{what}.noname.{n}", process_set)
         return f"{what}.noname.{n}"
     if not isinstance(name, str):
         raise TypeError(f"{what}: name must be a str, not {type(name).__name__}")
     if not name:
         raise ValueError(f"{what}: name must not be empty")
+    _named(name, process_set)
     return name
 
 
@@ -127,7 +133,8 @@ def _op(average, op, what):
     if op is None:
         return Average
     if op not in _OP_NAMES:
-        raise ValueError(f"{what}: op {op!r} is not one of Sum, Average, Min, Max, Product, SumReproducible, AverageReproducible")
+        raise ValueError(f"{what}: op {op!r} is not one of Sum, Average, Min, Max, Product, "
+                         "SumReproducible, AverageReproducible, Adasum")
     return op
 
 
@@ -156,8 +163,81 @@ def _register(handle, pending):
 
 def _submit(fn, *args):
     h = ctypes.c_int64()
-    check(fn(*args, ctypes.byref(h)))
+    check(fn(*args, ctypes.byref(h)), submit=True)
+    if _calls.stack:
+        _calls.stack[-1]["submitted"] = True
     return h.value
+
+
+# A call that fails on this rank before the engine took it (a bad argument here) would
+# leave the other ranks waiting in theirs. So this rank submits a stand-in under the same
+# name: an all-reduce of an empty uint8 tensor, which the others' call does not match, so
+# theirs fails too (a mismatch naming what each rank submitted) and they can go on. Where
+# every rank failed alike, the stand-ins match each other and end quietly. Not done for a
+# name already in flight here (the refusal of a duplicate), which has its own operation.
+class _Calls(threading.local):
+    def __init__(self):
+        super().__init__()
+        self.stack = []
+
+
+_calls = _Calls()
+_stand_ins = []  # (handle, keep) of stand-ins not yet released
+_STAND_IN_BYTE = (ctypes.c_uint8 * 1)()
+_STAND_IN_SHAPE = (ctypes.c_int64 * 1)(0)
+
+
+def _named(name, process_set):
+    if _calls.stack:
+        _calls.stack[-1]["name"] = name
+        _calls.stack[-1]["ps"] = process_set
+
+
+def _reap_stand_ins(wait=False):
+    with _handles_lock:
+        left = list(_stand_ins)
+    for h in left:
+        done = ctypes.c_int(1)
+        if not wait:
+            lib.collHvdPoll(h, ctypes.byref(done))
+        if done.value:
+            lib.collHvdWait(h)
+            lib.collHvdRelease(h)
+            with _handles_lock:
+                _stand_ins.remove(h)
+
+
+def _stand_in(name, process_set):
+    if not isinstance(process_set, ProcessSet) or process_set.process_set_id is None:
+        return
+    if not lib.collHvdIsInitialized():
+        return
+    t = HvdTensor(ctypes.addressof(_STAND_IN_BYTE), _DTYPES[torch.uint8], 1, _STAND_IN_SHAPE,
+                  _DEVICE_CPU, 0)
+    h = ctypes.c_int64()
+    if lib.collHvdAllreduceAsync(ctypes.byref(t), ctypes.byref(t), name.encode(), Sum, 1.0, 1.0,
+                                 None, process_set.process_set_id, ctypes.byref(h)) == 0:
+        with _handles_lock:
+            _stand_ins.append(h.value)
+
+
+def _collective_call(fn):
+    """Wraps an asynchronous operation: a failure on this rank before the engine took the
+    call submits the stand-in (see _Calls)."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        frame = {"name": None, "ps": None, "submitted": False}
+        _calls.stack.append(frame)
+        try:
+            return fn(*args, **kwargs)
+        except (TypeError, ValueError, NotImplementedError, CollectiveError) as e:
+            duplicate = isinstance(e, CollectiveError) and e.code == _lib.INVALID_USAGE
+            if frame["name"] is not None and not frame["submitted"] and not duplicate:
+                _stand_in(frame["name"], frame["ps"])
+            raise
+        finally:
+            _calls.stack.pop()
+    return call
 
 
 def _scale(x, what, arg):
@@ -169,8 +249,44 @@ def _scale(x, what, arg):
 
 # ------------------------------------------------------------------ allreduce
 
+def _integer_scaled(tensor, op, prescale_factor, postscale_factor, process_set, what, start):
+    """Prescale and postscale of an integer tensor, as horovod does them: in float64,
+    truncated back to the tensor's type (before the reduction, and after it with Average's
+    1/size folded into the postscale). start(tensor, engine_op) submits the unscaled
+    operation on the prescaled tensor and returns its handle."""
+    pre = _scale(prescale_factor, what, "prescale_factor")
+    post = _scale(postscale_factor, what, "postscale_factor")
+    if pre != 1.0:
+        tensor = (tensor.double() * pre).to(tensor.dtype)
+    factor = post / process_set.size() if op == Average else post
+    h = start(tensor, Sum if op == Average else op)
+
+    def finish(outs):
+        out = outs[0]
+        if factor != 1.0:
+            out.copy_((out.double() * factor).to(out.dtype))
+        return out
+
+    return _group_handle([h], finish)
+
+
+def _wants_integer_scaling(tensor, prescale_factor, postscale_factor, what):
+    return (not tensor.dtype.is_floating_point
+            and (_scale(prescale_factor, what, "prescale_factor") != 1.0
+                 or _scale(postscale_factor, what, "postscale_factor") != 1.0))
+
+
 def _allreduce_async(tensor, output, result, name, op, prescale_factor, postscale_factor,
                      compression, process_set, what, name_given):
+    if _wants_integer_scaling(tensor, prescale_factor, postscale_factor, what):
+        def start(scaled, engine_op):
+            if output is tensor and scaled is not tensor:  # in place: send the scaled values
+                tensor.copy_(scaled)
+                scaled = tensor
+            return _allreduce_async(scaled, output, result, name, engine_op, 1.0, 1.0,
+                                    compression, process_set, what, name_given)
+        return _integer_scaled(tensor, op, prescale_factor, postscale_factor, process_set, what,
+                               start)
     keep = [tensor, output]
     inp = _view(tensor, keep)
     out = inp if output is tensor else _view(output, keep)
@@ -182,11 +298,15 @@ def _allreduce_async(tensor, output, result, name, op, prescale_factor, postscal
     return _register(h, _Pending(_ALLREDUCE, keep, result))
 
 
+@_collective_call
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=global_process_set,
                     compression=Compression.none):
     """Starts an all-reduce into a new tensor; synchronize(handle) returns it."""
     what = "allreduce"
+    if _op(average, op, what) == Adasum:
+        return _adasum_async(tensor, name, prescale_factor, postscale_factor, process_set, None,
+                             what)
     n, src = _input(tensor, what, name, process_set)
     op = _op(average, op, what)
     out = torch.empty(src.shape, dtype=src.dtype, device=src.device)
@@ -194,11 +314,16 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                             compression, process_set, what, name is not None)
 
 
+@_collective_call
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set,
                      compression=Compression.none):
     """Starts an in-place all-reduce of a contiguous tensor."""
     what = "allreduce_"
+    if _op(average, op, what) == Adasum:
+        _check_inplace(tensor, what, name or "allreduce")
+        return _adasum_async(tensor, name, prescale_factor, postscale_factor, process_set,
+                             tensor.detach(), what)
     _require_init(what)
     n = _name(name, "allreduce", process_set)
     _check_inplace(tensor, what, n)
@@ -213,6 +338,13 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     """All-reduces `tensor` over the process set (Average by default) into a new tensor.
     `compression` is applied by the engine to float32 tensors (Sum and Average).
     Differentiable for Sum and Average: the gradient is all-reduced the same way."""
+    if not isinstance(compression, Compressor):  # horovod-style compress/decompress object
+        comp = _python_compression(compression, "allreduce")
+        t, ctx = comp.compress(tensor)
+        return comp.decompress(allreduce(t, average, name, Compression.none, op, prescale_factor,
+                                         postscale_factor, process_set), ctx)
+    if _op(average, op, "allreduce") == Adasum:
+        return _adasum(tensor, name, prescale_factor, postscale_factor, process_set)
     if _wants_grad(tensor) and _op(average, op, "allreduce") in (Sum, Average):
         return _autograd._AllreduceFn.apply(tensor, name, _op(average, op, "allreduce"), prescale_factor,
                                   postscale_factor, process_set, compression)
@@ -238,6 +370,12 @@ def _grouped_async(tensors, average, name, op, prescale_factor, postscale_factor
         raise ValueError(f"{what}: the list of tensors is empty")
     n = _name(name, "grouped_allreduce", process_set)
     op = _op(average, op, what)
+    if op == Adasum:  # each tensor its own Adasum, as horovod
+        for i, t in enumerate(tensors):
+            (_check_inplace if inplace else _check_tensor)(t, what, f"{n}.{i}")
+        return _group_handle([_adasum_async(t, f"{n}.{i}", prescale_factor, postscale_factor,
+                                            process_set, t.detach() if inplace else None, what)
+                              for i, t in enumerate(tensors)])
     ins, outs = [], []
     for i, t in enumerate(tensors):
         if inplace:
@@ -259,6 +397,7 @@ def _grouped_async(tensors, average, name, op, prescale_factor, postscale_factor
     return _register(h, _Pending(_GROUPED, keep, list(tensors) if inplace else outs))
 
 
+@_collective_call
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=global_process_set,
                             compression=Compression.none):
@@ -267,6 +406,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
                           process_set, compression, False, "grouped_allreduce")
 
 
+@_collective_call
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set,
                              compression=Compression.none):
@@ -278,6 +418,12 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
                       prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """All-reduces a list of tensors as one fused operation into new tensors (differentiable
     for Sum and Average)."""
+    if not isinstance(compression, Compressor) and isinstance(tensors, (list, tuple)):
+        comp = _python_compression(compression, "grouped_allreduce")
+        pairs = [comp.compress(t) for t in tensors]
+        outs = grouped_allreduce([t for t, _ in pairs], average, name, Compression.none, op,
+                                 prescale_factor, postscale_factor, process_set)
+        return [comp.decompress(o, c) for o, (_, c) in zip(outs, pairs)]
     if (isinstance(tensors, (list, tuple)) and _wants_grad(*tensors)
             and _op(average, op, "grouped_allreduce") in (Sum, Average)):
         return list(_autograd._GroupedAllreduceFn.apply(name, _op(average, op, "grouped_allreduce"),
@@ -296,24 +442,35 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 # ------------------------------------------------------------------ broadcast
 
-def _root(root_rank, what):
+def _root(root_rank, what, process_set):
+    """The engine's root: root_rank is a global rank, as in horovod.torch, translated to
+    its rank within the process set."""
     if isinstance(root_rank, bool) or not isinstance(root_rank, int):
         raise TypeError(f"{what}: root_rank must be an int, not {type(root_rank).__name__}")
-    return root_rank
+    if not isinstance(process_set, ProcessSet) or process_set.process_set_id in (None, 0):
+        return root_rank  # global set (or not a registered set: _ps() reports that)
+    ranks = process_set.ranks
+    if root_rank not in ranks:
+        raise ValueError(f"{what}: root_rank {root_rank} is not a member of the process set "
+                         f"{ranks} (root_rank is a global rank)")
+    return ranks.index(root_rank)
 
 
+@_collective_call
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
-    """Starts a broadcast of root_rank's tensor (rank within the process set) into a new tensor."""
+    """Starts a broadcast of root_rank's tensor (a global rank, which must be in the process
+    set) into a new tensor."""
     what = "broadcast"
     n, src = _input(tensor, what, name, process_set)
     out = torch.empty(src.shape, dtype=src.dtype, device=src.device)
     keep = [src, out]
     h = _submit(lib.collHvdBroadcastAsync, ctypes.byref(_view(src, keep)),
-                ctypes.byref(_view(out, keep)), _root(root_rank, what), n.encode(),
+                ctypes.byref(_view(out, keep)), _root(root_rank, what, process_set), n.encode(),
                 _ps(process_set, what))
     return _register(h, _Pending(_BROADCAST, keep, out))
 
 
+@_collective_call
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts an in-place broadcast of a contiguous tensor."""
     what = "broadcast_"
@@ -324,7 +481,7 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
     keep = [t]
     v = _view(t, keep)
     h = _submit(lib.collHvdBroadcastAsync, ctypes.byref(v), ctypes.byref(v),
-                _root(root_rank, what), n.encode(), _ps(process_set, what))
+                _root(root_rank, what, process_set), n.encode(), _ps(process_set, what))
     return _register(h, _Pending(_BROADCAST, keep, tensor))
 
 
@@ -342,6 +499,7 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
 
 # ------------------------------------------------ allgather, alltoall, reducescatter
 
+@_collective_call
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts an all-gather: the output stacks every rank's tensor along the first
     dimension, which may differ per rank (the others must match)."""
@@ -361,7 +519,9 @@ def allgather(tensor, name=None, process_set=global_process_set):
     return synchronize(allgather_async(tensor, name, process_set))
 
 
-def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+@_collective_call
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set,
+                   _received_splits=False):
     """Starts an all-to-all: splits[r] rows of `tensor` go to rank r (None: the first
     dimension split evenly). synchronize() returns (output, received_splits) when splits
     were given, else the output alone."""
@@ -373,7 +533,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     else:
         if isinstance(splits, torch.Tensor):
             if splits.dtype not in (torch.int32, torch.int64) or splits.dim() != 1:
-                raise TypeError(f"{what} '{n}': splits must be a 1-D int32/int64 tensor or a list of ints")
+                raise ValueError(f"{what} '{n}': splits must be a 1-D int32/int64 tensor or a list "
+                                 f"of ints, not a {splits.dim()}-D {splits.dtype} tensor")
             vals = splits.tolist()
         else:
             try:
@@ -388,7 +549,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     h = _submit(lib.collHvdAlltoallAsync, ctypes.byref(_view(src, keep)), csplits, nsplits,
                 n.encode(), psid)
     pending = _Pending(_ALLTOALL, keep, dtype=src.dtype, device=src.device,
-                       set_size=set_size if splits is not None else 0)
+                       set_size=set_size if splits is not None or _received_splits else 0)
     return _register(h, pending)
 
 
@@ -398,11 +559,13 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     Differentiable: the gradient travels back by the all-to-all of the output's gradient
     with the received splits."""
     if _wants_grad(tensor):
+        _require_init("alltoall")
         out, received = _autograd._AlltoallFn.apply(tensor, splits, name, process_set)
         return out if splits is None else (out, received)
     return synchronize(alltoall_async(tensor, splits, name, process_set))
 
 
+@_collective_call
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
                         prescale_factor=1.0, postscale_factor=1.0):
     """Starts a reduce-scatter: the reduction over ranks, of which this rank keeps its
@@ -410,6 +573,21 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     what = "reducescatter"
     n, src = _input(tensor, what, name, process_set)
     op = _op(None, op, what)
+    if op == Adasum:
+        raise NotImplementedError(f"{what} '{n}': Adasum is not supported by reducescatter "
+                                  "(as in horovod)")
+    if src.dim() == 0:
+        raise ValueError(f"{what} '{n}': a 0-dim tensor has no first dimension to scatter "
+                         "(as in horovod)")
+    if _wants_integer_scaling(src, prescale_factor, postscale_factor, what):
+        return _integer_scaled(src, op, prescale_factor, postscale_factor, process_set, what,
+                               lambda t, engine_op: _reducescatter_submit(t, n, engine_op,
+                                                                          1.0, 1.0, process_set))
+    return _reducescatter_submit(src, n, op, prescale_factor, postscale_factor, process_set)
+
+
+def _reducescatter_submit(src, n, op, prescale_factor, postscale_factor, process_set):
+    what = "reducescatter"
     keep = [src]
     h = _submit(lib.collHvdReducescatterAsync, ctypes.byref(_view(src, keep)), n.encode(), op,
                 _scale(prescale_factor, what, "prescale_factor"),
@@ -417,22 +595,205 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     return _register(h, _Pending(_REDUCESCATTER, keep, dtype=src.dtype, device=src.device))
 
 
-def reducescatter(tensor, name=None, op=Average, process_set=global_process_set,
-                  prescale_factor=1.0, postscale_factor=1.0):
-    """This rank's share of the reduction (see reducescatter_async). Differentiable for Sum
-    and Average: a rank's gradient is every rank's output gradient stacked in rank order
-    (an all-gather), times the same scaling as the forward pass."""
-    if _wants_grad(tensor) and _op(None, op, "reducescatter") in (Sum, Average):
-        return _autograd._ReducescatterFn.apply(tensor, name, op, process_set, prescale_factor,
-                                      postscale_factor)
-    return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,
-                                           postscale_factor))
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """This rank's share of the reduction (see reducescatter_async). `compression` is
+    applied here, as horovod.torch does (compress before, decompress after; fp16/bf16 cast
+    floating-point tensors). Differentiable for Sum and Average, with horovod.torch's
+    gradient: the all-gather of every rank's output gradient, times the set's size for
+    Sum and times both scale factors."""
+    comp = _python_compression(compression, "reducescatter")
+    t, ctx = comp.compress(tensor)
+    if _wants_grad(t) and _op(None, op, "reducescatter") in (Sum, Average):
+        _require_init("reducescatter")
+        out = _autograd._ReducescatterFn.apply(t, name, op, process_set, prescale_factor,
+                                               postscale_factor)
+    else:
+        out = synchronize(reducescatter_async(t, name, op, process_set, prescale_factor,
+                                              postscale_factor))
+    return comp.decompress(out, ctx)
+
+
+def _python_compression(compression, what):
+    if not (callable(getattr(compression, "compress", None))
+            and callable(getattr(compression, "decompress", None))):
+        raise TypeError(f"{what}: compression must be one of Compression.* (or an object with "
+                        f"compress and decompress), not {compression!r}")
+    return compression
+
+
+# ------------------------------------------------ grouped allgather / reducescatter
+
+# A grouped handle (a negative int, apart from the engine's) stands for several engine
+# handles; synchronize() returns finish(list of their outputs), by default that list.
+_groups = {}
+_group_ids = itertools.count(1)
+
+
+def _group_handle(handles, finish=None):
+    gid = -next(_group_ids)
+    with _handles_lock:
+        _groups[gid] = (list(handles), finish)
+    return gid
+
+
+def _tensor_list(tensors, what):
+    if isinstance(tensors, torch.Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{what}: expected a list of tensors, got {type(tensors).__name__}")
+    if not tensors:
+        raise ValueError(f"{what}: the list of tensors is empty")
+    return list(tensors)
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    """Starts an all-gather of each tensor of a list (named `<name>.<i>`); synchronize()
+    returns the list of outputs."""
+    what = "grouped_allgather"
+    _require_init(what)
+    ts = _tensor_list(tensors, what)
+    base = _name(name, what, process_set)
+    return _group_handle([allgather_async(t, f"{base}.{i}", process_set) for i, t in enumerate(ts)])
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """The all-gather of each tensor of a list (differentiable, as allgather)."""
+    if isinstance(tensors, (list, tuple)) and _wants_grad(*tensors):
+        _require_init("grouped_allgather")
+        return list(_autograd._GroupedAllgatherFn.apply(name, process_set, *tensors))
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    """Starts a reduce-scatter of each tensor of a list (named `<name>.<i>`); synchronize()
+    returns the list of outputs."""
+    what = "grouped_reducescatter"
+    _require_init(what)
+    ts = _tensor_list(tensors, what)
+    base = _name(name, what, process_set)
+    return _group_handle([reducescatter_async(t, f"{base}.{i}", op, process_set,
+                                              prescale_factor, postscale_factor)
+                          for i, t in enumerate(ts)])
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    """The reduce-scatter of each tensor of a list (compression and gradient as
+    reducescatter)."""
+    comp = _python_compression(compression, "grouped_reducescatter")
+    ts = _tensor_list(tensors, "grouped_reducescatter")
+    pairs = [comp.compress(t) for t in ts]
+    ts = [t for t, _ in pairs]
+    if _wants_grad(*ts) and _op(None, op, "grouped_reducescatter") in (Sum, Average):
+        _require_init("grouped_reducescatter")
+        outs = list(_autograd._GroupedReducescatterFn.apply(name, op, process_set,
+                                                            prescale_factor, postscale_factor,
+                                                            *ts))
+    else:
+        outs = synchronize(grouped_reducescatter_async(ts, name, op, process_set,
+                                                       prescale_factor, postscale_factor))
+    return [comp.decompress(o, c) for o, (_, c) in zip(outs, pairs)]
+
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """All-reduces a sparse COO tensor as horovod.torch does: all-gathers its indices and
+    values (so the result may hold an index more than once; it sums on coalescing).
+    Returns a function that waits and returns the sparse result (Average divides the
+    values by the set's size)."""
+    what = "sparse_allreduce"
+    _require_init(what)
+    if not isinstance(tensor, torch.Tensor) or not tensor.is_sparse:
+        raise TypeError(f"{what}: expected a sparse COO tensor")
+    op = _op(None, op, what)
+    if op not in (Sum, Average):
+        raise ValueError(f"{what}: op must be Sum or Average, not {_OP_NAMES[op]}")
+    t = tensor
+    base = _name(name, what, process_set)
+    indices = allgather_async(t._indices().transpose(0, 1).contiguous(), f"{base}.indices",
+                              process_set)
+    values = allgather_async(t._values().contiguous(), f"{base}.values", process_set)
+
+    def wait():
+        v = synchronize(values)
+        i = synchronize(indices)
+        if op == Average:
+            v = v / process_set.size()
+        if i.dim() == 0 or v.dim() == 0:
+            return t.new().resize_as_(t)
+        return torch.sparse_coo_tensor(i.transpose(0, 1), v, t.size())
+
+    return wait
+
+
+# ------------------------------------------------------------ Adasum
+
+def _adasum_pair(a, b):
+    """Horovod's Adasum of two vectors (float64): each is scaled by 1 - a.b / (2 |x|^2)
+    (left as it is where |x|^2 < 1e-8) and the two are added."""
+    dot = torch.dot(a, b)
+    an, bn = torch.dot(a, a), torch.dot(b, b)
+    ac = 1.0 - dot / an * 0.5 if an >= 1e-8 else torch.tensor(1.0, dtype=a.dtype)
+    bc = 1.0 - dot / bn * 0.5 if bn >= 1e-8 else torch.tensor(1.0, dtype=a.dtype)
+    return ac * a + bc * b
+
+
+def _adasum_combine(rows):
+    """Horovod's order: rank r with rank r ^ d for d = 1, 2, 4, ..., the lower rank's vector
+    first (a binary tree over the ranks)."""
+    level = list(rows)
+    while len(level) > 1:
+        level = [_adasum_pair(level[i], level[i + 1]) for i in range(0, len(level), 2)]
+    return level[0]
+
+
+def _adasum_check(tensor, process_set, what):
+    if process_set is not global_process_set and process_set.process_set_id != 0:
+        raise NotImplementedError(f"{what}: Adasum does not support process sets other than the "
+                                  "global one (as in horovod)")
+    n = process_set.size()
+    if n & (n - 1):
+        raise NotImplementedError(f"{what}: Adasum needs a power-of-two number of ranks, not {n} "
+                                  "(as in horovod)")
+    if not tensor.dtype.is_floating_point:
+        raise TypeError(f"{what}: Adasum needs a floating-point tensor, not {tensor.dtype}")
+
+
+def _adasum_async(tensor, name, prescale_factor, postscale_factor, process_set, out, what):
+    """Adasum as horovod defines it, computed here from the all-gather of every rank's
+    tensor: every rank combines the same data in the same order, so all get the same bits."""
+    _require_init(what)
+    n = _name(name, "allreduce", process_set)
+    _check_tensor(tensor, what, n)
+    _adasum_check(tensor, process_set, what)
+    pre = _scale(prescale_factor, what, "prescale_factor")
+    post = _scale(postscale_factor, what, "postscale_factor")
+    flat = tensor.detach().reshape(1, -1).contiguous()
+    h = allgather_async(flat, n, process_set)
+    shape, dtype = tensor.shape, tensor.dtype
+
+    def finish(outs):
+        rows = outs[0].double() * pre
+        result = (_adasum_combine(list(rows)) * post).to(dtype).reshape(shape)
+        if out is None:
+            return result
+        out.copy_(result)
+        return out
+
+    return _group_handle([h], finish)
+
+
+def _adasum(tensor, name, prescale_factor, postscale_factor, process_set):
+    return synchronize(_adasum_async(tensor, name, prescale_factor, postscale_factor,
+                                     process_set, None, "allreduce"))
 
 
 # ------------------------------------------------------------ completion
 
 def poll(handle):
     """True once the operation finished (successfully or not); never blocks."""
+    if handle in _groups:
+        return all(poll(h) for h in _groups[handle][0])
     if handle not in _handles:
         raise ValueError(f"poll: unknown handle {handle!r} (already synchronized?)")
     done = ctypes.c_int()
@@ -477,6 +838,21 @@ def synchronize(handle):
     """Waits for an async operation and returns its output (a tensor; a list for grouped
     allreduce; (output, received_splits) for alltoall with splits). Raises
     collective.CollectiveError when it failed. The handle is spent afterwards."""
+    if _stand_ins:
+        _reap_stand_ins()
+    with _handles_lock:
+        group = _groups.pop(handle, None)
+    if group is not None:
+        outs, first_error = [], None
+        handles, finish = group
+        for h in handles:  # every member is finished before an error is raised
+            try:
+                outs.append(synchronize(h))
+            except Exception as e:  # noqa: BLE001
+                first_error = first_error or e
+        if first_error is not None:
+            raise first_error
+        return finish(outs) if finish is not None else outs
     with _handles_lock:
         pending = _handles.get(handle)
     if pending is None:
@@ -497,12 +873,14 @@ def _drain_handles():
     once the engine stops) and releases them with the tensors they held."""
     with _handles_lock:
         left = list(_handles)
+        _groups.clear()
         _noname.clear()  # a new init() starts every rank's names afresh
     for h in left:
         lib.collHvdWait(h)
         lib.collHvdRelease(h)
         with _handles_lock:
             _handles.pop(h, None)
+    _reap_stand_ins(wait=True)
 
 
 def barrier(process_set=global_process_set):

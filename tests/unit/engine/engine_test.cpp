@@ -323,6 +323,50 @@ TEST(Engine, JoinedRankContributesZeros) {
   });
 }
 
+// A joined rank sends from shared zeros. In one round, in-place all-reduces of growing
+// sizes are all issued before the first is waited on; the zeros for a larger one used to
+// replace (and free) those a smaller one was still sending from, so the others summed
+// freed memory. The fake reads inputs only at wait time, as a transport may.
+TEST(Engine, JoinedRankZerosOutliveLargerAllreducesOfTheSameRound) {
+  const int ranks = 3, tensors = 6;
+  auto world = FakeWorld::create(ranks);
+  world->setDeferredAllreduce(true);
+  runRanks(ranks, [&](int r) {
+    EngineParams p = testParams();
+    p.fusion.directBytes = 1;  // every tensor in place, none through the fusion buffer
+    p.cycleMs = 20;            // the growing tensors meet in one round
+    Engine eng(world->member(r), p, nullptr, 0);
+    auto join = [&] {
+      auto e = std::make_unique<Entry>();
+      e->meta.name = "__join";
+      e->meta.op = OpType::Join;
+      e->handle = std::make_shared<collective::hvd::detail::HandleState>(1, 30.0);
+      HandlePtr h = e->handle;
+      eng.submit(std::move(e));
+      h->wait();
+      return h->value;
+    };
+    if (r == 2) {
+      EXPECT_EQ(join(), 1);
+      return;
+    }
+    std::vector<std::vector<float>> in(tensors), out(tensors);
+    std::vector<HandlePtr> hs;
+    for (int t = 0; t < tensors; ++t) {
+      int64_t n = int64_t{8} << (2 * t);  // 8 .. 8192 elements
+      in[t].assign(n, static_cast<float>(r + 1));
+      out[t].assign(n, -1);
+      hs.push_back(submit(eng, arEntry("grow." + std::to_string(t), in[t].data(), out[t].data(), n)));
+    }
+    for (auto& h : hs) h->wait();
+    for (int t = 0; t < tensors; ++t)
+      for (size_t i = 0; i < out[t].size(); ++i)
+        ASSERT_EQ(out[t][i], 3.0f) << "rank " << r << " tensor " << t << " element " << i;
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // joins last
+    EXPECT_EQ(join(), 1);
+  });
+}
+
 // Zeros from a joined rank would change a Min, Max or Product, so the negotiation refuses
 // those. A cached one used to run anyway: the joined rank stood in for every cached
 // allreduce, and Max over {-5, -5, 0} gave 0.

@@ -22,6 +22,23 @@ class DonePending final : public PendingOp {
   void wait() override {}
 };
 
+// FakeWorld::setDeferredAllreduce: the all-reduce runs when waited on. Every rank waits
+// in issue order, as it issued, so this cannot deadlock either.
+class DeferredPending final : public PendingOp {
+ public:
+  explicit DeferredPending(std::function<void()> run) : run_(std::move(run)) {}
+  void wait() override {
+    if (run_) {
+      auto run = std::move(run_);
+      run_ = nullptr;
+      run();
+    }
+  }
+
+ private:
+  std::function<void()> run_;
+};
+
 class FakeCollectives final : public Collectives {
  public:
   FakeCollectives(std::shared_ptr<FakeWorld> w, int rank) : w_(std::move(w)), rank_(rank) {}
@@ -94,6 +111,8 @@ class FakeCollectives final : public Collectives {
   }
   std::unique_ptr<PendingOp> iallreduce(const void* s, void* r, size_t n, collDataType_t dt,
                                         collRedOp_t op) override {
+    if (w_->deferredAllreduce())
+      return std::make_unique<DeferredPending>([this, s, r, n, dt, op] { allreduce(s, r, n, dt, op); });
     allreduce(s, r, n, dt, op);
     return std::make_unique<DonePending>();
   }

@@ -23,6 +23,10 @@ class FakeWorld : public std::enable_shared_from_this<FakeWorld> {
   // Every all-reduce takes at least this long (a slow network), for latency-driven policy.
   void setAllreduceDelay(std::chrono::microseconds d) { delay_ = d; }
   std::chrono::microseconds allreduceDelay() const { return delay_; }
+  // Nonblocking all-reduces read their input only when waited on (as a real transport may
+  // read it any time until then), so a caller that frees or reuses it early is caught.
+  void setDeferredAllreduce(bool on) { deferred_ = on; }
+  bool deferredAllreduce() const { return deferred_; }
 
   // Publishes `mine` for this rank and returns every rank's pointer once all posted.
   // The caller must call done() after it finished reading the others' data.
@@ -43,6 +47,7 @@ class FakeWorld : public std::enable_shared_from_this<FakeWorld> {
   std::vector<const void*> posts_;
   std::vector<std::shared_ptr<FakeWorld>> split_;
   std::atomic<std::chrono::microseconds> delay_{std::chrono::microseconds(0)};
+  std::atomic<bool> deferred_{false};
 };
 
 // Ranks as threads: runs fn(rank) on n threads and rethrows the first failure.

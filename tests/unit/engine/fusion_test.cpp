@@ -99,8 +99,15 @@ TEST(FusionBuffer, GrowsAlignedAndZeros) {
   void* q = b.get(BufferSlot::Fused, 1000);
   EXPECT_GE(b.capacity(BufferSlot::Fused), 1000u);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % 64, 0u);
-  auto* z = static_cast<uint8_t*>(b.get(BufferSlot::Zeros, 333));
-  for (int i = 0; i < 333; ++i) ASSERT_EQ(z[i], 0) << i;
+  auto z = b.zeros(333);
+  for (int i = 0; i < 333; ++i) ASSERT_EQ(static_cast<const uint8_t*>(z.get())[i], 0) << i;
+  EXPECT_EQ(b.zeros(100), z);  // reused
+  // A larger request replaces the shared zeros; a holder of the old ones keeps them.
+  auto big = b.zeros(5000);
+  EXPECT_GE(b.zerosCapacity(), 5000u);
+  EXPECT_NE(big, z);
+  for (int i = 0; i < 333; ++i) ASSERT_EQ(static_cast<const uint8_t*>(z.get())[i], 0) << i;
+  for (int i = 0; i < 5000; ++i) ASSERT_EQ(static_cast<const uint8_t*>(big.get())[i], 0) << i;
 }
 
 TEST(FusionCopy, ScalesPerType) {

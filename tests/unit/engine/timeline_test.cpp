@@ -103,6 +103,29 @@ TEST(JsonChecker, RejectsBrokenJson) {
   EXPECT_TRUE(testing::JsonChecker(good).valid());
 }
 
+// Rank 1 waits in a barrier while ranks 0 and 2 wait in an allreduce: the report on the
+// allreduce says where rank 1 is, and the one on the barrier where ranks 0 and 2 are.
+TEST(Stall, ReportsWhatEachMissingRankWaitsIn) {
+  Negotiator n(3);
+  RequestMeta ar;
+  ar.name = "grad.fc";
+  ar.op = OpType::Allreduce;
+  RequestMeta bar;
+  bar.name = "barrier.noname.0";
+  bar.op = OpType::Barrier;
+  n.addRound({{ar}, {bar}, {ar}}, 0.0);
+  StallInspector s({/*warnSeconds=*/1.0, /*shutdownSeconds=*/0});
+  auto r = s.check(n, 2.0);
+  ASSERT_EQ(r.size(), 2u);
+  std::string all = r[0] + "\n" + r[1];
+  EXPECT_NE(all.find("rank 1 waits in " + std::string(opTypeName(OpType::Barrier)) + " 'barrier.noname.0'"),
+            std::string::npos) << all;
+  EXPECT_NE(all.find("rank 0 waits in " + std::string(opTypeName(OpType::Allreduce)) + " 'grad.fc'"),
+            std::string::npos) << all;
+  EXPECT_NE(all.find("rank 2 waits in " + std::string(opTypeName(OpType::Allreduce)) + " 'grad.fc'"),
+            std::string::npos) << all;
+}
+
 TEST(Stall, ReportsNameAndMissingRanksOncePerPeriod) {
   Negotiator n(3);
   RequestMeta m;

@@ -225,7 +225,16 @@ int main(int argc, char** argv) {
     for (int v : plan.victims) victim |= v == rank;
     collResult_t bad = collSuccess;
     for (int call = 0; call < plan.calls && bad == collSuccess; ++call) {
-      if (call == plan.killAt && victim) raise(SIGKILL);
+      if (call == plan.killAt && victim) {
+        if (rank == plan.victims[0]) {  // when the kill happened, for the recovery figures
+          FILE* f = fopen((dir + "/kill-" + std::to_string(cycle)).c_str(), "w");
+          if (f) {
+            fprintf(f, "%lld\n", static_cast<long long>(std::chrono::steady_clock::now().time_since_epoch().count()));
+            fclose(f);
+          }
+        }
+        raise(SIGKILL);
+      }
       bad = checkedCall(comm, cycle, call, procs);
     }
     if (bad == collSuccess) {
@@ -236,6 +245,7 @@ int main(int argc, char** argv) {
     }
     if (bad != collRemoteError && bad != collTimeout && bad != collRevoked)
       fail(std::string("the call with a dead peer returned ") + collGetErrorString(bad));
+    const auto tDetected = std::chrono::steady_clock::now();
     check(collCommRevoke(comm), "collCommRevoke", comm);
     // After a revoke every call fails at once with collRevoked.
     int32_t one = 1;
@@ -261,10 +271,33 @@ int main(int argc, char** argv) {
         }).detach();
       rc = collCommShrink(comm, failed.data(), static_cast<int>(failed.size()), &shrunk);
       if (rc == collSuccess) {
-        std::vector<int> shrunkProcs = gatherProcs(shrunk, &rc);
+        int32_t one = 1;
+        int sn = 0;
+        collCommCount(shrunk, &sn);
+        rc = collAllReduce(&one, &one, 1, collInt32, collSum, shrunk, nullptr);
+        const auto tFirst = std::chrono::steady_clock::now();
+        if (rc == collSuccess && one != sn) fail("the first all-reduce on the shrunk communicator gave " + std::to_string(one));
+        std::vector<int> shrunkProcs;
+        if (rc == collSuccess) shrunkProcs = gatherProcs(shrunk, &rc);
         if (rc == collSuccess) rc = checkedCall(shrunk, cycle, 50 + attempt, shrunkProcs);
         if (rc == collSuccess) {
           procs = shrunkProcs;
+          long long killNs = 0;
+          if (FILE* f = fopen((dir + "/kill-" + std::to_string(cycle)).c_str(), "r")) {
+            if (fscanf(f, "%lld", &killNs) != 1) killNs = 0;
+            fclose(f);
+          }
+          int sr = -1;
+          collCommUserRank(shrunk, &sr);
+          if (killNs && sr == 0 && plan.inShrink < 0) {
+            auto ms = [&](std::chrono::steady_clock::time_point t) {
+              return (t.time_since_epoch().count() - killNs) / 1e6;
+            };
+            printf("recovery cycle %d, %d -> %zu ranks: failure seen %.1f ms after the kill, first all-reduce on "
+                   "the shrunk communicator %.1f ms after it (%.1f ms beyond detection)\n",
+                   cycle, n, shrunkProcs.size(), ms(tDetected), ms(tFirst), ms(tFirst) - ms(tDetected));
+            fflush(stdout);
+          }
           break;
         }
         collCommDestroy(shrunk);

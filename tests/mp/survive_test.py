@@ -108,6 +108,7 @@ def main():
         out = p.communicate()[0]
         if p.returncode == -9:
             killed += 1
+            sys.stdout.write("".join(l + "\n" for l in out.splitlines() if l.startswith("recovery ")))
             continue
         if p.returncode == 0 and "OK" in out:
             finished += 1

@@ -201,11 +201,20 @@ int main(int argc, char** argv) {
     else if (a == "--in-shrink") inShrink = true;
     else fail("unknown argument " + a);
   }
-  if (dir.empty()) fail("--dir is required");
+  if (dir.empty() && getenv("COLL_ELASTIC_DIR")) dir = getenv("COLL_ELASTIC_DIR");  // collectiverun --elastic
+  if (dir.empty()) fail("--dir (or COLL_ELASTIC_DIR) is required");
+  const bool joiner = getenv("COLL_JOIN_ID") != nullptr;
+  if (joiner && joinCycle < 0) g_proc = static_cast<int>(getpid());  // started by collectiverun
   const auto t0 = std::chrono::steady_clock::now();
   collComm_t comm = nullptr;
   check(collCommInitFromEnv(&comm), "collCommInitFromEnv", nullptr);
   collResult_t rc;
+  if (joiner) {  // the others tell which cycle they grew in
+    int32_t c = -1;
+    check(collBroadcast(&c, &c, 1, collInt32, 0, comm, nullptr), "broadcast of the cycle", comm);
+    if (joinCycle >= 0 && c != joinCycle) fail("joined in cycle " + std::to_string(c) + ", expected " + std::to_string(joinCycle));
+    joinCycle = c;
+  }
   std::vector<int> procs = gatherProcs(comm, &rc);
   check(rc, "all-gather of proc ids", comm);
   int firstCycle = joinCycle >= 0 ? joinCycle + 1 : 0;
@@ -343,6 +352,8 @@ int main(int argc, char** argv) {
     check(collCommGrow(shrunk, nNew, &grown), "collCommGrow", shrunk);
     collCommDestroy(shrunk);
     comm = grown;
+    int32_t c = cycle;
+    check(collBroadcast(&c, &c, 1, collInt32, 0, comm, nullptr), "broadcast of the cycle", comm);
     procs = gatherProcs(comm, &rc);
     check(rc, "all-gather of proc ids after the grow", comm);
     check(checkedCall(comm, cycle, 99, procs), "first call after the grow", comm);

@@ -41,7 +41,8 @@ typedef enum COLL_ENUM_BASE {
   collInternalError = 6,     /* a bug in libcollective */
   collInProgress = 7,        /* a nonblocking operation has not completed yet */
   collUnhandledCudaError = 8,/* a CUDA call failed; the message carries CUDA's text */
-  collNumResults = 9
+  collRevoked = 9,           /* the communicator was revoked (collCommRevoke, here or on a peer) */
+  collNumResults = 10
 } collResult_t;
 
 /* Same numbering as NCCL so that code written for one ports to the other. */
@@ -144,6 +145,41 @@ collResult_t collCommCount(const collComm_t comm, int* count);
 collResult_t collCommUserRank(const collComm_t comm, int* rank);
 /* The first error seen by the communicator's background work (collSuccess if none). */
 collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* asyncError);
+
+/* ---- surviving failed ranks (doc/recovery.md) ----
+ * collCommRevoke: every operation on comm in flight or issued later fails with
+ * collRevoked, on this rank at once and on every other live rank within a health check
+ * (COLL_HEALTH_CHECK_MS), wherever it waits. Needs no peer to answer; safe to call from
+ * another thread while an operation runs. Afterwards only collCommGetFailedRanks,
+ * collCommShrink, collCommDestroy and collCommAbort are of use on comm. */
+collResult_t collCommRevoke(collComm_t comm);
+/* The ranks of comm whose process is gone, as this rank sees it now (it asks: a peer on
+ * this kernel by its pid, any other through its notice port), in increasing order. At
+ * most `capacity` ranks are written to `ranks` (may be NULL when capacity is 0); *nFailed
+ * gets how many there are. collCommFailureReason says what showed rank `rank` dead ("" for
+ * a rank not found dead); the text lives until the next call on comm. */
+collResult_t collCommGetFailedRanks(collComm_t comm, int* ranks, int capacity, int* nFailed);
+const char* collCommFailureReason(collComm_t comm, int rank);
+/* Collective over the surviving ranks of comm (revoked or not): a new communicator
+ * without the nExclude ranks in excludeRanks, which every caller must pass alike (any
+ * order; collCommGetFailedRanks gives it). Survivors keep their order and are renumbered
+ * 0..n-1. The lowest surviving rank hosts the new rendezvous on a port every rank learned
+ * when comm was made, so it works whichever ranks died (rank 0 and the process of the
+ * original rendezvous root included). Excluding oneself, a rank out of range, a duplicate,
+ * or a rank whose process is still alive is collInvalidArgument; callers passing different
+ * sets get collInvalidUsage; a rank that fails meanwhile makes it fail on the others
+ * (collRemoteError, or collTimeout after COLL_TIMEOUT) and it may be called again.
+ * comm stays allocated: destroy it afterwards. */
+collResult_t collCommShrink(collComm_t comm, const int* excludeRanks, int nExclude, collComm_t* newcomm);
+/* Collective over comm (not revoked, no error): a new communicator of nranks + nNew ranks.
+ * Ranks of comm keep their numbers; new processes take ranks nranks .. nranks+nNew-1 by
+ * calling collCommInitRank(&c, nranks + nNew, id, rank) with the id of
+ * collCommGetGrowId(comm, &id) (any rank of comm gives the same; pass it as for
+ * collGetUniqueId, e.g. as COLL_JOIN_ID, see collCommInitFromEnv), before or after the
+ * ranks of comm call collCommGrow. nNew < 1 or a total beyond 65536 is
+ * collInvalidArgument. comm stays usable; destroy it when done. */
+collResult_t collCommGrow(collComm_t comm, int nNew, collComm_t* newcomm);
+collResult_t collCommGetGrowId(collComm_t comm, collUniqueId* id);
 
 /* ---- collectives (blocking for host buffers) ----
  * sendbuff == recvbuff is an in-place operation. Counts are in elements. */

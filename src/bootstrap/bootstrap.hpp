@@ -65,6 +65,12 @@ class RendezvousRoot {
   // first valid hello and rejects later hellos that disagree.
   static sockaddr_storage start(const sockaddr_storage& addr, int nranks,
                                 const uint8_t* secret, double timeoutSec);
+  // Serves on `listenFd`, a socket already listening on `addr` (taken over: closed when
+  // the root is done), for a communicator made by collCommShrink or collCommGrow. Unlike
+  // start(), a rank lost while the job forms ends the formation at once, so that the
+  // ranks can try again on the same port.
+  static void startOn(int listenFd, const sockaddr_storage& addr, int nranks, const uint8_t* secret,
+                      double timeoutSec);
 };
 
 // Thread safety: calls are serialised internally (concurrent calls are safe but run one

@@ -108,8 +108,8 @@ Frame textFrame(MsgType t, uint32_t code, const std::string& text) {
 class Root {
  public:
   Root(Socket listen, const sockaddr_storage& addr, int nranks, const uint8_t* secret, double timeoutSec,
-       double hsSec)
-      : listen_(std::move(listen)), name_(addrToString(addr)), nranks_(nranks > 0 ? nranks : 0),
+       double hsSec, bool endOnFailure = false)
+      : listen_(std::move(listen)), endOnFailure_(endOnFailure), name_(addrToString(addr)), nranks_(nranks > 0 ? nranks : 0),
         formDeadline_(timeoutSec), timeoutSec_(timeoutSec), hsSec_(hsSec) {
     memcpy(secret_, secret, kSecretBytes);
     if (nranks_) sizeTables();
@@ -431,6 +431,7 @@ class Root {
     failure_ = textFrame(MsgType::Failure, static_cast<uint32_t>(rank), text);
     broadcast(failure_, rank);
     clearRound();
+    if (endOnFailure_ && !formed_) endFormation(collRemoteError, text);
   }
 
   void lost(Conn& c, const std::string& how) {
@@ -521,6 +522,7 @@ class Root {
   }
 
   Socket listen_;
+  bool endOnFailure_;
   std::string name_;
   int nranks_;
   uint8_t secret_[kSecretBytes];
@@ -568,6 +570,28 @@ sockaddr_storage RendezvousRoot::start(const sockaddr_storage& addr, int nranks,
     COLL_THROW(collSystemError, "cannot start the bootstrap root thread: ", e.what());
   }
   return bound;
+}
+
+void RendezvousRoot::startOn(int listenFd, const sockaddr_storage& addr, int nranks, const uint8_t* secret,
+                             double timeoutSec) {
+  Socket l(listenFd);
+  COLL_CHECK_ARG(secret, "RendezvousRoot::startOn: secret is null");
+  COLL_CHECK_ARG(nranks >= 1 && nranks <= bs::kMaxRanks, "RendezvousRoot::startOn: nranks = ", nranks,
+                 " is outside [1, ", bs::kMaxRanks, "]");
+  setNonBlocking(l.fd());
+  double hsSec = Config::fromEnv().getDouble(kHandshakeTimeout);
+  auto root = std::make_unique<Root>(std::move(l), addr, nranks, secret, timeoutSec, hsSec, true);
+  try {
+    std::thread([r = std::move(root)]() {
+      try {
+        r->run();
+      } catch (const std::exception& e) {
+        COLL_WARN("bootstrap root: stopped by an internal error: %s", e.what());
+      }
+    }).detach();
+  } catch (const std::system_error& e) {
+    COLL_THROW(collSystemError, "cannot start the bootstrap root thread: ", e.what());
+  }
 }
 
 }  // namespace coll

@@ -1,11 +1,13 @@
 // The C ABI edge: every call validates its arguments, converts exceptions into result
 // codes plus a last-error message, and never lets an exception or a bad handle through.
+#include <cstdlib>
 #include <cstring>
 
 #include "bootstrap/bootstrap.hpp"
 #include "core/export.hpp"
 #include "core/handles.hpp"
 #include "core/log.hpp"
+#include "core/recovery.hpp"
 #include "core/shared_mem.hpp"
 #include "core/socket.hpp"
 #include "core/types.hpp"
@@ -159,6 +161,7 @@ COLL_EXPORT const char* collGetErrorString(collResult_t r) {
     case collInternalError: return "internal error";
     case collInProgress: return "operation in progress";
     case collUnhandledCudaError: return "unhandled CUDA error";
+    case collRevoked: return "communicator revoked";
     default: return "unknown result code";
   }
 }
@@ -197,6 +200,20 @@ COLL_EXPORT collResult_t collCommInitFromEnv(collComm_t* comm) {
   return guarded(nullptr, "collCommInitFromEnv", [&] {
     COLL_CHECK_ARG(comm, "comm is NULL");
     *comm = nullptr;
+    if (const char* join = getenv("COLL_JOIN_ID")) {  // a process started to join through collCommGrow
+      auto num = [](const char* name) {
+        const char* v = getenv(name);
+        COLL_CHECK_ARG(v && *v, "COLL_JOIN_ID is set but ", name, " is not");
+        char* end = nullptr;
+        const long x = strtol(v, &end, 10);
+        COLL_CHECK_ARG(*end == 0 && x >= 0 && x <= (1 << 24), name, "='", v, "' is not a rank count or number");
+        return static_cast<int>(x);
+      };
+      const int nranks = num("COLL_SIZE"), rank = num("COLL_RANK");
+      COLL_CHECK_ARG(nranks >= 1 && rank < nranks, "COLL_RANK=", rank, " is outside [0, COLL_SIZE=", nranks, ")");
+      initRank(comm, nranks, UniqueIdData::decode(uniqueIdFromHex(join)), rank);
+      return;
+    }
     EnvLaunch env;
     if (!detectEnvLaunch(&env, timeoutSecOf(Config::fromEnv()))) {
       // Started on its own, as MPI's singletons are: a job of one rank.

@@ -15,6 +15,7 @@
 #include "core/log.hpp"
 #include "core/premul.hpp"
 #include "core/repro.hpp"
+#include "core/recovery.hpp"
 #include "core/socket.hpp"
 #include "core/types.hpp"
 #include "core/wait.hpp"
@@ -109,6 +110,9 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks,
     // kernel, and the tuner's agreement check builds the cost model from it.
     c->connectTransports();
     c->startTuner();
+    std::vector<uint64_t> kernels;
+    for (int r = 0; r < nranks; ++r) kernels.push_back(c->topo_.placement(r).kernelId);
+    c->recovery_ = Recovery::create(*c->boot_, id, c->cfg_, std::move(kernels));
   } catch (const std::exception& e) {
     // Tell the other ranks at once instead of leaving them to time out.
     c->boot_->abort(std::string("rank ") + std::to_string(rank) + " failed to initialise: " + e.what());
@@ -313,10 +317,16 @@ std::string Comm::asyncErrorText() const {
 void Comm::checkHealth(const Deadline& deadline, const char* what, std::span<const int> waitedOn) {
   if (aborted_.load(std::memory_order_relaxed))
     COLL_THROW(collRemoteError, what, ": the communicator was aborted");
+  if (revoked_.load(std::memory_order_relaxed)) COLL_THROW(collRevoked, what, ": ", asyncErrorText());
   auto now = std::chrono::steady_clock::now();
   auto every = std::chrono::milliseconds(cfg_.getInt(kHealthMs));
   if (now - lastHealthCheck_ < every) return;
   lastHealthCheck_ = now;
+  int revoker = -1;
+  if (recovery_ && recovery_->pollNotices(&revoker)) {
+    revoke(strCat("the communicator was revoked by rank ", revoker), false);
+    COLL_THROW(collRevoked, what, ": ", asyncErrorText());
+  }
   if (deadline.expired()) {
     // Name the peers whose transfers are still open: on a cut link or a frozen host those
     // include the unreachable ones, which "a peer" alone left the user to find.
@@ -348,6 +358,7 @@ void Comm::checkHealth(const Deadline& deadline, const char* what, std::span<con
 }
 
 void Comm::run(std::vector<OpArgs> ops) {
+  if (revoked_.load(std::memory_order_acquire)) COLL_THROW(collRevoked, asyncErrorText());
   if (asyncError_.load() != collSuccess)
     COLL_THROW(asyncError_.load(), "communicator is unusable after an earlier error: ",
                asyncErrorText());
@@ -436,7 +447,9 @@ void Comm::operationFailed(const Error& e) {
   // Before the user gets the buffers back: no transport may still be moving bytes of them.
   for (auto& l : links_)
     if (l) l->abandon();
-  const bool news = (e.code() != collRemoteError && e.code() != collTimeout) || dynamic_cast<const LinkError*>(&e);
+  // A revoke reaches the peers through their notice ports (core/recovery.hpp).
+  const bool news = (e.code() != collRemoteError && e.code() != collTimeout && e.code() != collRevoked) ||
+                    dynamic_cast<const LinkError*>(&e);
   if (first && news && boot_)
     boot_->abort(strCat("its communicator failed: ", e.what()));
 }
@@ -518,6 +531,18 @@ void Comm::abort(const std::string& why) {
   if (boot_) boot_->abort(why);
   links_.clear();
   transports_.clear();
+}
+
+void Comm::revoke(const std::string& why, bool tellPeers) {
+  {
+    std::lock_guard<std::mutex> lock(errMu_);
+    if (!revoked_.load()) {
+      asyncErrorText_ = why;
+      asyncError_.store(collRevoked);
+      revoked_.store(true, std::memory_order_release);
+    }
+  }
+  if (tellPeers && recovery_) recovery_->sendRevoke();
 }
 
 void Comm::destroy() {

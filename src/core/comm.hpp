@@ -31,6 +31,7 @@ namespace coll {
 
 class CostContext;
 class Error;
+class Recovery;
 class Request;
 
 // Sends to self and receives from self pair up in order, with equal sizes (the i-th send
@@ -101,6 +102,12 @@ class Comm final : public Team {
   void abort(const std::string& why);
   void destroy();
 
+  // Survival (core/recovery.hpp): revoke() makes every operation here fail with
+  // collRevoked from now on and, with tellPeers, tells the other ranks so.
+  void revoke(const std::string& why, bool tellPeers);
+  bool revoked() const { return revoked_.load(std::memory_order_acquire); }
+  Recovery& recovery() { return *recovery_; }
+
  private:
   Comm() = default;
   void connectTransports();
@@ -140,6 +147,8 @@ class Comm final : public Team {
   mutable std::mutex errMu_;
   std::string asyncErrorText_;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> revoked_{false};
+  std::unique_ptr<Recovery> recovery_;
   const std::atomic<bool>* cancelForming_ = nullptr;  // create's `cancel`, while it runs
 
   // Ordering of operations: execMu_ is held while one runs; queue_ holds nonblocking

@@ -4,11 +4,13 @@
 #include <limits.h>
 #include <poll.h>
 #include <sys/signalfd.h>
+#include <dirent.h>
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include "core/error.hpp"
 
@@ -117,6 +119,9 @@ int Job::run() {
   reportExits();
   for (Proc& p : procs_) finishOutput(p);
   if (ending_ != Ending::None) reapLeftoverGroups();
+  if (elastic_ && (lost_ || joined_))
+    say(strCat("--elastic: ", lost_, " rank(s) lost, ", joined_, " started to join; ",
+               ending_ == Ending::None ? "the job finished" : "the job failed"));
   flushDeferred();
   return exitCode_;
 }
@@ -141,28 +146,77 @@ void Job::reapLeftoverGroups() {
 }
 
 void Job::launchAll() {
-  for (Proc& p : procs_) {
-    try {
-      Child c = spawnChild(p.launch.request, oldMask_);
-      p.pid = c.pid;
-      p.running = true;
-      ++running_;
-      p.out = std::move(c.out);
-      p.err = std::move(c.err);
-      p.in = std::move(c.in);
-    } catch (const Error& e) {
-      say(strCat("rank ", p.launch.rank, ": ", e.what()));
-      beginTermination(Ending::Failure, 127, SIGTERM);
-      return;
+  for (Proc& p : procs_)
+    if (!launchOne(p)) return;
+}
+
+bool Job::launchOne(Proc& p) {
+  try {
+    Child c = spawnChild(p.launch.request, oldMask_);
+    p.pid = c.pid;
+    p.running = true;
+    ++running_;
+    p.out = std::move(c.out);
+    p.err = std::move(c.err);
+    p.in = std::move(c.in);
+  } catch (const Error& e) {
+    say(strCat("rank ", p.launch.rank, ": ", e.what()));
+    beginTermination(Ending::Failure, 127, SIGTERM);
+    return false;
+  }
+  if (p.in && !p.launch.stdinLine.empty()) writeAll(p.in.get(), p.launch.stdinLine);
+  std::string prefix = strCat("[", p.launch.rank, "] ");
+  p.outTag = std::make_unique<LineTagger>(prefix, [this](std::string_view s) {
+    if (stdoutOk_) outBuf_.append(s);
+  });
+  p.errTag = std::make_unique<LineTagger>(prefix, [this](std::string_view s) {
+    if (stderrOk_) errBuf_.append(s);
+  });
+  return true;
+}
+
+// --elastic: the grow requests the ranks left in the job's directory.
+void Job::startJoiners() {
+  if (!elastic_ || ending_ != Ending::None) return;
+  DIR* d = ::opendir(elastic_->dir.c_str());
+  if (!d) return;
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d))
+    if (std::strncmp(e->d_name, "grow-", 5) == 0 && !growsSeen_.count(e->d_name)) names.push_back(e->d_name);
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    growsSeen_.insert(name);
+    std::ifstream f(elastic_->dir + "/" + name);
+    int nNew = 0, size = 0;
+    std::string hex;
+    if (!(f >> nNew >> size >> hex) || nNew < 1 || size < nNew || hex.size() != 2 * COLL_UNIQUE_ID_BYTES) {
+      say(strCat("--elastic: ignoring the malformed grow request ", name));
+      continue;
     }
-    if (p.in && !p.launch.stdinLine.empty()) writeAll(p.in.get(), p.launch.stdinLine);
-    std::string prefix = strCat("[", p.launch.rank, "] ");
-    p.outTag = std::make_unique<LineTagger>(prefix, [this](std::string_view s) {
-      if (stdoutOk_) outBuf_.append(s);
-    });
-    p.errTag = std::make_unique<LineTagger>(prefix, [this](std::string_view s) {
-      if (stderrOk_) errBuf_.append(s);
-    });
+    for (int i = 0; i < nNew; ++i) {
+      if (running_ >= elastic_->maxNp) {
+        say(strCat("--elastic: not starting rank ", size - nNew + i, ": ", running_, " ranks run already (--max-np ",
+                   elastic_->maxNp, ")"));
+        continue;
+      }
+      Proc& p = procs_.emplace_back();
+      p.launch = elastic_->joiner;
+      p.launch.rank = size - nNew + i;
+      auto set = [&](const std::string& k, const std::string& v) {
+        auto& env = p.launch.request.env;
+        env.erase(std::remove_if(env.begin(), env.end(), [&](const std::string& kv) { return kv.rfind(k + "=", 0) == 0; }),
+                  env.end());
+        env.push_back(k + "=" + v);
+      };
+      set("COLL_RANK", std::to_string(p.launch.rank));
+      set("COLL_SIZE", std::to_string(size));
+      set("COLL_JOIN_ID", hex);
+      if (launchOne(p)) {
+        ++joined_;
+        say(strCat("--elastic: started rank ", p.launch.rank, " of ", size, " to join (pid ", p.pid, ")"));
+      }
+    }
   }
 }
 
@@ -176,12 +230,15 @@ void Job::loopOnce() {
     if (p.out) fds.push_back({p.out.get(), POLLIN, 0}), owners.emplace_back(&p, false);
     if (p.err) fds.push_back({p.err.get(), POLLIN, 0}), owners.emplace_back(&p, true);
   }
-  int n = ::poll(fds.data(), fds.size(), msUntilNextDeadline());
+  int wait = msUntilNextDeadline();
+  if (elastic_) wait = wait < 0 ? 20 : std::min(wait, 20);  // grow requests are files
+  int n = ::poll(fds.data(), fds.size(), wait);
   if (n < 0 && errno != EINTR) COLL_THROW(collSystemError, "poll: ", std::strerror(errno));
   for (size_t i = 1; n > 0 && i < fds.size(); ++i)
     if (fds[i].revents) readPipe(*owners[i].first, owners[i].second, false);
   if (n > 0 && fds[0].revents) handleSignals();
   checkDeadlines();
+  startJoiners();
 }
 
 void Job::handleSignals() {
@@ -262,6 +319,15 @@ std::string Job::onRankExit(Proc& p, int status) {
     return "";
   }
   std::string others = procs_.size() > 1 ? "; killing the other ranks" : "";
+  const std::string how = WIFSIGNALED(status) ? strCat("killed by signal ", describeSignal(WTERMSIG(status)))
+                                              : strCat("exited with status ", WEXITSTATUS(status));
+  if (elastic_) {
+    ++lost_;
+    if (running_ >= elastic_->minNp)
+      return strCat(who, " ", how, "; ", running_, " rank(s) go on (--elastic, --min-np ", elastic_->minNp, ")");
+    beginTermination(Ending::Failure, WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status), SIGTERM);
+    return strCat(who, " ", how, "; ", running_, " rank(s) left, fewer than --min-np ", elastic_->minNp, others);
+  }
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
     beginTermination(Ending::Failure, 128 + sig, SIGTERM);

@@ -14,7 +14,9 @@
 #include <signal.h>
 
 #include <chrono>
+#include <deque>
 #include <memory>
+#include <set>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +36,19 @@ struct RankLaunch {
   std::string stdinLine;  // written to the child's stdin pipe right after it starts
 };
 
+// --elastic: the job goes on while at least minNp ranks run. A rank that fails is
+// reported and left out, and new ranks are started when the ranks ask for them: a file
+// grow-<anything> in `dir` holding "nNew size join-id-hex" (written by the ranks after
+// collCommGetGrowId, doc/recovery.md) starts nNew processes like `joiner` with
+// COLL_RANK = size-nNew+i, COLL_SIZE = size and COLL_JOIN_ID, as long as at most maxNp
+// ranks then run.
+struct ElasticPolicy {
+  int minNp = 0;
+  int maxNp = 0;
+  std::string dir;
+  RankLaunch joiner;
+};
+
 class Job {
  public:
   using Clock = std::chrono::steady_clock;
@@ -46,6 +61,7 @@ class Job {
   Job& operator=(const Job&) = delete;
   // Starts every rank, waits for the job to end, returns the launcher's exit code.
   int run();
+  void setElastic(ElasticPolicy e) { elastic_ = std::move(e); }
 
  private:
   enum class Ending { None, Failure, Timeout, Signal };
@@ -59,6 +75,8 @@ class Job {
   };
 
   void launchAll();
+  bool launchOne(Proc& p);
+  void startJoiners();
   void loopOnce();
   void handleSignals();
   void reapChildren();
@@ -83,7 +101,10 @@ class Job {
   void flushDeferred();
   int msUntilNextDeadline() const;
 
-  std::vector<Proc> procs_;
+  std::deque<Proc> procs_;  // a deque: joiners are added while Proc pointers are held
+  std::optional<ElasticPolicy> elastic_;
+  std::set<std::string> growsSeen_;
+  int lost_ = 0, joined_ = 0;
   std::optional<Clock::time_point> timeoutAt_;
   double timeoutSec_;
   std::optional<Clock::time_point> killAt_, giveUpAt_;

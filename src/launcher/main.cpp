@@ -1,6 +1,7 @@
 // collectiverun: starts the ranks of a libcollective job on this host and, through ssh,
 // on others; tags their output; ends the whole job when any rank fails. See
 // doc/launch.md for the environment each rank gets.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <new>
 
@@ -98,8 +100,48 @@ int runJob(const Options& o) {
   for (const RankPlace& p : places)
     launches.push_back(p.local ? localLaunch(o, p, exports, job, localIndex++, localRanks)
                                : remoteLaunch(o, p, exports, job, cwd));
+  std::string elasticDir;
+  if (o.elastic) {
+    // The ranks leave grow requests here (ElasticPolicy); they learn the bounds too.
+    char tmpl[] = "/tmp/collectiverun-elastic-XXXXXX";
+    if (!::mkdtemp(tmpl)) COLL_THROW(collSystemError, "mkdtemp for --elastic: ", std::strerror(errno));
+    elasticDir = tmpl;
+    const int minNp = o.minNp ? o.minNp : 1, maxNp = o.maxNp ? o.maxNp : o.np;
+    for (RankLaunch& l : launches)
+      for (const auto& kv : EnvList{{"COLL_ELASTIC_DIR", elasticDir},
+                                    {"COLL_ELASTIC_MIN_NP", std::to_string(minNp)},
+                                    {"COLL_ELASTIC_MAX_NP", std::to_string(maxNp)}})
+        l.request.env.push_back(kv.first + "=" + kv.second);
+  }
   Job j(std::move(launches), o.timeoutSec);
-  return j.run();
+  if (o.elastic) {
+    ElasticPolicy e;
+    e.minNp = o.minNp ? o.minNp : 1;
+    e.maxNp = o.maxNp ? o.maxNp : o.np;
+    e.dir = elasticDir;
+    // Joiners start on this host, with the environment of a local rank.
+    RankPlace here{};
+    here.rank = 0;
+    here.local = true;
+    here.localSize = 1;
+    e.joiner = localLaunch(o, here, exports, job, 0, 1);
+    for (const auto& kv : EnvList{{"COLL_ELASTIC_DIR", elasticDir},
+                                  {"COLL_ELASTIC_MIN_NP", std::to_string(e.minNp)},
+                                  {"COLL_ELASTIC_MAX_NP", std::to_string(e.maxNp)}})
+      e.joiner.request.env.push_back(kv.first + "=" + kv.second);
+    j.setElastic(std::move(e));
+  }
+  const int rc = j.run();
+  if (!elasticDir.empty()) {
+    if (DIR* d = ::opendir(elasticDir.c_str())) {
+      while (dirent* ent = ::readdir(d))
+        if (ent->d_name[0] != '.' || (std::strcmp(ent->d_name, ".") && std::strcmp(ent->d_name, "..")))
+          ::unlink((elasticDir + "/" + ent->d_name).c_str());
+      ::closedir(d);
+    }
+    ::rmdir(elasticDir.c_str());
+  }
+  return rc;
 }
 
 }  // namespace

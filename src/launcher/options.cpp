@@ -92,6 +92,11 @@ struct ArgCursor {
 void validate(const Options& o) {
   COLL_CHECK_ARG(o.np > 0, "-np N is required (the number of ranks to start)");
   COLL_CHECK_ARG(!o.program.empty(), "no program given to run");
+  COLL_CHECK_ARG(o.elastic || (o.minNp == 0 && o.maxNp == 0), "--min-np and --max-np need --elastic");
+  if (o.elastic) {
+    COLL_CHECK_ARG(o.minNp <= o.np, "--min-np ", o.minNp, " is more than -np ", o.np);
+    COLL_CHECK_ARG(o.maxNp == 0 || o.maxNp >= o.np, "--max-np ", o.maxNp, " is less than -np ", o.np);
+  }
   if (o.hosts.empty()) return;
   long slots = 0;
   for (const HostSlots& h : o.hosts) slots += h.slots;
@@ -160,6 +165,12 @@ Options parseOptions(const std::vector<std::string>& args, const std::string& ss
       o.bindTo = cur.value(opt, inl);
       COLL_CHECK_ARG(o.bindTo == "auto" || o.bindTo == "core" || o.bindTo == "none",
                      "--bind-to must be auto, core or none (got '", o.bindTo, "')");
+    } else if (opt == "--elastic" && !inl) {
+      o.elastic = true;
+    } else if (opt == "--min-np") {
+      o.minNp = static_cast<int>(parseCount(cur.value(opt, inl), "--min-np", kMaxRanks));
+    } else if (opt == "--max-np") {
+      o.maxNp = static_cast<int>(parseCount(cur.value(opt, inl), "--max-np", kMaxRanks));
     } else if (opt == "--tag-output" && !inl) {
       o.tagOutput = true;
     } else if (opt == "--no-tag-output" && !inl) {
@@ -193,7 +204,7 @@ std::vector<int> bindingFor(const std::string& bindTo, int localRank, int localR
 std::string shortUsage() {
   return "usage: collectiverun -np N [-H host1:slots,host2:slots] [-x VAR[=value]]...\n"
          "                     [--timeout SECONDS] [--tag-output|--no-tag-output]\n"
-         "                     [--bind-to auto|core|none]\n"
+         "                     [--bind-to auto|core|none] [--elastic [--min-np A] [--max-np B]]\n"
          "                     [--ssh 'ssh -p 2222'] [--] program [args...]\n"
          "(collectiverun --help describes the options)\n";
 }
@@ -201,7 +212,7 @@ std::string shortUsage() {
 std::string usageText() {
   return "usage: collectiverun -np N [-H host1:slots,host2:slots] [-x VAR[=value]]...\n"
          "                     [--timeout SECONDS] [--tag-output|--no-tag-output]\n"
-         "                     [--bind-to auto|core|none]\n"
+         "                     [--bind-to auto|core|none] [--elastic [--min-np A] [--max-np B]]\n"
          "                     [--ssh 'ssh -p 2222'] [--] program [args...]\n"
          "\n"
          "Starts N ranks of a libcollective program and waits for them.\n"
@@ -218,6 +229,12 @@ std::string usageText() {
          "                     all, core always (round robin), none leaves them unbound\n"
          "  --ssh CMD          remote shell for ranks on other hosts (default: $COLLECTIVERUN_SSH,\n"
          "                     else 'ssh -o BatchMode=yes -T -x')\n"
+         "  --elastic          a rank that fails is reported and the others go on while at\n"
+         "                     least --min-np A (default 1) run; ranks that ask for new ones\n"
+         "                     (COLL_ELASTIC_DIR, doc/recovery.md) get them on this host, up\n"
+         "                     to --max-np B (default N) running; exit status 0 when the\n"
+         "                     ranks left all finish, else that of the rank that took the\n"
+         "                     job below A\n"
          "  -h, --help         this text\n"
          "\n"
          "Each rank gets COLL_RANK, COLL_SIZE, COLL_LOCAL_RANK, COLL_LOCAL_SIZE,\n"

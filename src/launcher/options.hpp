@@ -34,6 +34,11 @@ struct Options {
   std::vector<std::string> sshCommand;  // the remote shell and its options
   std::vector<std::string> program;     // program followed by its arguments
   bool help = false;
+  // --elastic: the job goes on while at least minNp ranks run, and the ranks may ask for
+  // new ones up to maxNp (doc/recovery.md). 0: not given (then np).
+  bool elastic = false;
+  int minNp = 0;
+  int maxNp = 0;
 };
 
 // `args` excludes argv[0]. `sshDefault` is the remote shell command (whitespace-separated

@@ -52,7 +52,7 @@ rows = [l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith("
 head, data = rows[0], [r for r in rows[1:] if r[0].isdigit()]
 cols = {h: [float(r[i]) for r in data] for i, h in enumerate(head) if h != "FAILED"}
 n = cols["ranks"]
-panels = [("init_med", "init_max", "split_med", "destroy", "ar1_extra"), ("fds", "threads"),
+panels = [("init_med", "init_max", "init_cpu", "split_med", "destroy", "ar1_extra"), ("fds", "threads"),
           ("rss_kB", "anon_kB", "shm_kB"), ("root_msgs",), ("root_in_B", "root_out_B")]
 fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.5))
 for ax, names in zip(axes, panels):

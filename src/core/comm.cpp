@@ -294,8 +294,11 @@ void Comm::reportMemory(const char* when) const {
     else lazyLeft += p != rank_ && factoryOf_[p] >= 0;
   }
   for (const auto& f : factories_) fds += f->descriptors();
-  COLL_INFO("communicator memory %s: %d links connected, %zu KiB of shared rings mapped, %d peers to connect on "
-            "first use (%zu descriptors held for that)", when, connectedLinks(), mapped >> 10, lazyLeft, fds);
+  size_t scratch = 0;
+  for (const auto& b : scratch_) scratch += b.capacity();
+  COLL_INFO("communicator memory %s: %d links connected, %zu KiB of shared rings mapped, %zu KiB of scratch, %d "
+            "peers to connect on first use (%zu descriptors held for that)", when, connectedLinks(), mapped >> 10,
+            scratch >> 10, lazyLeft, fds);
 }
 
 Link& Comm::link(int peer) {

@@ -114,6 +114,8 @@ class Link {
   // ones whose fabric may still read or write posted buffers cancel them. The link is
   // not used for transfers again.
   virtual void abandon() {}
+  // Memory the link maps for its own use (shared rings), for the per-communicator report.
+  virtual size_t memoryBytes() const { return 0; }
   // Whether sends honour Xfer::mirror; callers of links that do not copy it themselves.
   virtual bool copiesMirror() const { return false; }
   // Whether receives that reduce with `with` (`bytes` long) are best posted as reducing
@@ -143,10 +145,34 @@ struct TransportContext {
   double timeoutSec = 300;
 };
 
+// Links made when an algorithm first needs them (Transport::prepare). Both ends of a pair
+// call connect() for each other, in whatever order their algorithms reach the pair, so
+// connect() must never wait for the peer's algorithm (a link may accept posts before the
+// peer has arrived, and finish connecting in progress()). What a link answers to
+// copiesMirror() and reducesOnReceive() must not depend on whether it is connected yet.
+class LinkFactory {
+ public:
+  virtual ~LinkFactory() = default;
+  // The link to `peer`, one of the peers given to prepare; waits (for a listener to
+  // answer, say) are bounded by `deadline`.
+  virtual std::unique_ptr<Link> connect(int peer, const Deadline& deadline) = 0;
+  // Descriptors the factory holds open (listeners, wake-ups), for reports.
+  virtual size_t descriptors() const { return 0; }
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
+  // Like connect(), collective over ctx.bootstrap, but makes no link yet: returns what
+  // makes them on first use, or null where this transport connects only eagerly (then
+  // the caller uses connect()). ctx.bootstrap, ctx.secret and ctx.cfg must outlive the
+  // factory; ctx.cancel is not kept.
+  virtual std::unique_ptr<LinkFactory> prepare(const TransportContext& ctx, const std::vector<int>& peers) {
+    (void)ctx;
+    (void)peers;
+    return nullptr;
+  }
   // Collective over ctx.bootstrap: every rank calls it (with a possibly empty peer list)
   // so that the bootstrap exchanges stay in step. Returns a link per requested peer.
   // The set of peers must be symmetric: a in peers(b) <=> b in peers(a).

@@ -71,6 +71,12 @@ class RendezvousRoot {
   // ranks can try again on the same port.
   static void startOn(int listenFd, const sockaddr_storage& addr, int nranks, const uint8_t* secret,
                       double timeoutSec);
+  // What every root of this process has carried so far (connections accepted, frames
+  // and bytes after the handshake, headers included); for benchmarks of the bootstrap.
+  struct Stats {
+    uint64_t connections, framesIn, bytesIn, framesOut, bytesOut;
+  };
+  static Stats stats();
 };
 
 // Thread safety: calls are serialised internally (concurrent calls are safe but run one

@@ -73,6 +73,14 @@ std::shared_ptr<std::atomic<bool>> registerRootActivity() {
 using bs::MsgType;
 using Frame = std::shared_ptr<const std::vector<uint8_t>>;
 
+struct StatCounters {
+  std::atomic<uint64_t> connections{0}, framesIn{0}, bytesIn{0}, framesOut{0}, bytesOut{0};
+};
+StatCounters& statCounters() {
+  static StatCounters* s = new StatCounters;  // never destroyed: read until exit
+  return *s;
+}
+
 // Connections still proving the secret; beyond this the oldest is dropped so a flood
 // cannot exhaust descriptors.
 constexpr size_t kMaxPending = 256;
@@ -208,6 +216,7 @@ class Root {
         COLL_WARN("bootstrap root %s: dropped %s: %s", name_.c_str(), peer.c_str(), c->hsm.why().c_str());
         continue;
       }
+      statCounters().connections.fetch_add(1, std::memory_order_relaxed);
       conns_.push_back(std::move(c));
     }
   }
@@ -229,6 +238,8 @@ class Root {
       if (st == bs::FrameReader::Status::Again) return;
       if (st == bs::FrameReader::Status::Closed) return lost(c, "disconnected");
       if (st == bs::FrameReader::Status::Bad) return lost(c, "sent a malformed message: " + c.in.why());
+      statCounters().framesIn.fetch_add(1, std::memory_order_relaxed);
+      statCounters().bytesIn.fetch_add(bs::kFrameHeader + c.in.payload().size(), std::memory_order_relaxed);
       try {
         onFrame(c);
       } catch (const Error& e) {
@@ -244,9 +255,16 @@ class Root {
     }
   }
 
+  // Every frame the root sends goes through here (counted for RendezvousRoot::stats).
+  static void queue(Conn& c, const Frame& f) {
+    statCounters().framesOut.fetch_add(1, std::memory_order_relaxed);
+    statCounters().bytesOut.fetch_add(f->size(), std::memory_order_relaxed);
+    c.out.push(f);
+  }
+
   void reject(Conn& c, collResult_t code, const std::string& why) {
     COLL_WARN("bootstrap root %s: rejected %s: %s", name_.c_str(), c.peer.c_str(), why.c_str());
-    c.out.push(textFrame(MsgType::Error, code, why));
+    queue(c, textFrame(MsgType::Error, code, why));
     c.state = Conn::State::Left;
     c.closeWhenFlushed = true;
   }
@@ -273,7 +291,7 @@ class Root {
                                                  " but ", bs::describeRank(h.rank, peers_[h.rank]),
                                                  " already joined"));
     if (failure_) {
-      c.out.push(failure_);
+      queue(c, failure_);
       c.state = Conn::State::Left;
       c.closeWhenFlushed = true;
       return;
@@ -363,7 +381,7 @@ class Root {
     COLL_WARN("bootstrap root %s: %s", name_.c_str(), why.c_str());
     Frame f = textFrame(MsgType::Error, code, why);
     for (int r = 0; r < nranks_; ++r)
-      if (contributed_[r] && byRank_[r]) byRank_[r]->out.push(f);
+      if (contributed_[r] && byRank_[r]) queue(*byRank_[r], f);
     clearRound();
   }
 
@@ -399,7 +417,7 @@ class Root {
     // whose process hosts us, and it must not exit before the others have theirs.
     busy_->store(true, std::memory_order_release);
     for (int r = 0; r < nranks_; ++r)
-      if (r != except && byRank_[r] && byRank_[r]->state == Conn::State::Joined) byRank_[r]->out.push(f);
+      if (r != except && byRank_[r] && byRank_[r]->state == Conn::State::Joined) queue(*byRank_[r], f);
   }
 
   // The ranks the job still waited for besides `failed`: those not joined while it forms,
@@ -464,7 +482,7 @@ class Root {
       if (c->state == Conn::State::Handshake) {
         c->state = Conn::State::Dead;
       } else if (c->state == Conn::State::Joined) {
-        c->out.push(f);
+        queue(*c, f);
         c->state = Conn::State::Left;
         c->closeWhenFlushed = true;
       }
@@ -548,6 +566,11 @@ class Root {
 };
 
 }  // namespace
+
+RendezvousRoot::Stats RendezvousRoot::stats() {
+  const StatCounters& c = statCounters();
+  return Stats{c.connections.load(), c.framesIn.load(), c.bytesIn.load(), c.framesOut.load(), c.bytesOut.load()};
+}
 
 sockaddr_storage RendezvousRoot::start(const sockaddr_storage& addr, int nranks, const uint8_t* secret,
                                        double timeoutSec) {

@@ -35,6 +35,8 @@ COLL_PARAM(kTimeout, "COLL_TIMEOUT", "300", "seconds any wait may last before it
 COLL_PARAM(kTransport, "COLL_TRANSPORT", "auto", "auto (shm within a host; across hosts a network backend (COLL_NET) where every rank of a pair has the same one, else tcp), or force tcp|shm|net");
 COLL_PARAM(kReproducible, "COLL_REPRODUCIBLE", "0",
            "1: collSum and collAvg of floating types are reproducible (as collSumReproducible and collAvgReproducible)");
+COLL_PARAM(kLazyConnect, "COLL_LAZY_CONNECT", "auto",
+           "1: links to peers connect when an algorithm first uses them (a ring holds two per rank); 0: every link connects at init; auto: 1 for jobs of more than 8 ranks");
 COLL_PARAM(kHealthMs, "COLL_HEALTH_CHECK_MS", "20", "how often idle waiters ask the bootstrap for failures");
 COLL_PARAM(kRankGpu, "COLL_RANK_GPU", "auto",
            "the GPU each rank drives, for the topology: auto (the CUDA device current when the communicator is created, if the application made one current), local-rank (the GPU numbered like the local rank), or none");
@@ -259,7 +261,13 @@ void Comm::connectTransports() {
   TransportChoice tc = planTransports(ctx, mode, hostnames);
   topo_.setNetPaths(tc.netPaths);  // before the cost model is first built (on the first call)
   const std::vector<std::string>& choice = tc.perPeer;
+  transportOf_ = choice;
   links_.resize(nranks_);
+  factoryOf_.assign(nranks_, -1);
+  const std::string& lazyMode = cfg_.getStr(kLazyConnect);
+  COLL_CHECK_ARG(lazyMode == "0" || lazyMode == "1" || lazyMode == "auto", kLazyConnect, "=", lazyMode,
+                 " is not 0, 1 or auto");
+  const bool lazy = lazyMode == "1" || (lazyMode == "auto" && nranks_ > 8);
   std::string used;
   // Every rank sets up every transport, in the same order, even with no peers for it,
   // because their setup exchanges run over the bootstrap in lock step.
@@ -271,14 +279,70 @@ void Comm::connectTransports() {
     auto t = makeTransport(name);
     if (!t) COLL_THROW(collInternalError, "transport ", name, " is not built in");
     ctx.secret = id_.secret;
-    auto links = t->connect(ctx, mine);
-    for (auto& [peer, link] : links) links_[peer] = std::move(link);
+    std::unique_ptr<LinkFactory> f = lazy ? t->prepare(ctx, mine) : nullptr;
+    if (f) {
+      for (int p : mine) factoryOf_[p] = static_cast<int>(factories_.size());
+      factories_.push_back(std::move(f));
+    } else {
+      auto links = t->connect(ctx, mine);
+      for (auto& [peer, link] : links) links_[peer] = std::move(link);
+    }
     if (!mine.empty()) used += used.empty() ? name : std::string(",") + name;
     transports_.push_back(std::move(t));
   }
   for (int p = 0; p < nranks_; ++p)
-    if (p != rank_ && !links_[p]) COLL_THROW(collInternalError, "no link to rank ", p);
+    if (p != rank_ && !links_[p] && factoryOf_[p] < 0) COLL_THROW(collInternalError, "no link to rank ", p);
   printBannerOnce(*this, used.empty() ? "none (1 rank)" : used);
+  reportMemory("at init");
+}
+
+// What this communicator holds for its links: the report of COLL_DEBUG=INFO.
+void Comm::reportMemory(const char* when) const {
+  if (logLevel() < LogLevel::Info) return;
+  size_t mapped = 0, fds = 0;
+  int lazyLeft = 0;
+  for (int p = 0; p < nranks_; ++p) {
+    if (links_[p]) mapped += links_[p]->memoryBytes();
+    else lazyLeft += p != rank_ && factoryOf_[p] >= 0;
+  }
+  for (const auto& f : factories_) fds += f->descriptors();
+  size_t scratch = 0;
+  for (const auto& b : scratch_) scratch += b.capacity();
+  COLL_INFO("communicator memory %s: %d links connected, %zu KiB of shared rings mapped, %zu KiB of scratch, %d "
+            "peers to connect on first use (%zu descriptors held for that)", when, connectedLinks(), mapped >> 10,
+            scratch >> 10, lazyLeft, fds);
+}
+
+Link& Comm::link(int peer) {
+  if (!links_[peer]) connectOnFirstUse(peer);
+  return *links_[peer];
+}
+
+int Comm::connectedLinks() const {
+  int n = 0;
+  for (const auto& l : links_) n += l != nullptr;
+  return n;
+}
+
+// Called by the algorithms' first post to `peer`, in the thread running the operation.
+// The factory never waits for the peer's algorithm (LinkFactory), so ranks reaching
+// each other in any order cannot deadlock; the peer's own first use meets this one.
+void Comm::connectOnFirstUse(int peer) {
+  COLL_CHECK_ARG(peer >= 0 && peer < nranks_ && peer != rank_, "link: rank ", peer, " is not a peer of rank ", rank_,
+                 " in a communicator of ", nranks_);
+  if (closed_) COLL_THROW(collInvalidUsage, "the communicator was destroyed or aborted by another thread");
+  const int f = factoryOf_.at(peer);
+  if (f < 0) COLL_THROW(collInternalError, "no link to rank ", peer);
+  try {
+    links_[peer] = factories_[f]->connect(peer, Deadline(timeoutSec_));
+  } catch (const Error& e) {
+    // A peer that is gone (its host died) usually shows here first: name it.
+    COLL_THROW(e.code(), "rank ", rank_, " could not connect to ", bs::describeRank(peer, peers().at(peer)),
+               " over ", transportOf_[peer], ": ", e.what());
+  }
+  COLL_TRACE("connected to rank %d over %s on first use (%d links now)", peer, transportOf_[peer].c_str(),
+             connectedLinks());
+  if ((connectedLinks() & (connectedLinks() - 1)) == 0) reportMemory("after a first use");
 }
 
 Comm::~Comm() {
@@ -530,6 +594,7 @@ void Comm::abort(const std::string& why) {
   closed_ = true;
   if (boot_) boot_->abort(why);
   links_.clear();
+  factories_.clear();
   transports_.clear();
 }
 
@@ -558,6 +623,7 @@ void Comm::destroy() {
     if (!req->done()) req->finish(collInvalidUsage, "communicator destroyed before the operation ran");
   closed_ = true;
   links_.clear();
+  factories_.clear();
   transports_.clear();
   if (boot_) boot_->close();
 }

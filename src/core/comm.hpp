@@ -68,7 +68,8 @@ class Comm final : public Team {
   const CostContext& costContext() const override;
   const int* ringOrder() const override { return ringOrder_.empty() ? nullptr : ringOrder_.data(); }
   int ringPosition() const override { return ringPos_; }
-  Link& link(int peer) override { return *links_[peer]; }
+  // Links to other hosts (and, at scale, within one) connect on first use.
+  Link& link(int peer) override;
   uint64_t currentCall() const override { return callSig_; }
   void* scratch(size_t bytes, int slot = 0) override;
   void checkHealth(const Deadline& deadline, const char* what, std::span<const int> waitedOn = {}) override;
@@ -86,6 +87,10 @@ class Comm final : public Team {
   // COLL_REPRODUCIBLE: collSum / collAvg of floating types run reproducibly (core/repro.hpp).
   bool reproducible() const { return reproducible_; }
   uint64_t jobNonce() const { return id_.jobNonce; }
+  // The transport that serves `peer` ("" for this rank), connected or not.
+  const std::string& transportOf(int peer) const { return transportOf_.at(peer); }
+  // Links connected so far.
+  int connectedLinks() const;
   const UniqueIdData& id() const { return id_; }
 
   // Runs operations in issue order. Blocking calls run in the caller's thread unless
@@ -111,6 +116,8 @@ class Comm final : public Team {
  private:
   Comm() = default;
   void connectTransports();
+  void connectOnFirstUse(int peer);
+  void reportMemory(const char* when) const;
   void startTuner();
   void checkTunerAgrees();
   void discoverTopology();
@@ -136,7 +143,12 @@ class Comm final : public Team {
   Config cfg_;
   std::unique_ptr<Bootstrap> boot_;
   std::vector<std::unique_ptr<Transport>> transports_;
-  std::vector<std::unique_ptr<Link>> links_;  // indexed by peer rank; null for self
+  std::vector<std::unique_ptr<Link>> links_;  // indexed by peer rank; null for self or not yet connected
+  // Connections made on first use (COLL_LAZY_CONNECT): the factory of each peer's
+  // transport (index into factories_, -1: connected at init).
+  std::vector<std::unique_ptr<LinkFactory>> factories_;
+  std::vector<int> factoryOf_;
+  std::vector<std::string> transportOf_;
   std::vector<std::vector<uint8_t>> scratch_;
   std::unique_ptr<Selector> selector_;
   JobTopo topo_;

@@ -29,6 +29,7 @@ constexpr JobWide kJobWide[] = {
     {"COLL_ALGO", Form::Algorithms},
     {"COLL_TUNER_PLUGIN", Form::FileName},
     {"COLL_TRANSPORT", Form::Text},
+    {"COLL_LAZY_CONNECT", Form::Text},
     {"COLL_NET", Form::Text},
     {"COLL_NET_PLUGIN", Form::FileName},
     {"COLL_CHUNK_BYTES", Form::Size},

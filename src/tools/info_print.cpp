@@ -48,7 +48,7 @@ void printNetBackend(std::ostream& os, const Config& cfg) {
 void printTransports(std::ostream& os, Comm& comm) {
   os << "transports of rank " << comm.rank() << ":";
   for (int p = 0; p < comm.nranks(); ++p)
-    if (p != comm.rank()) os << " " << p << ":" << comm.link(p).transportName();
+    if (p != comm.rank()) os << " " << p << ":" << comm.transportOf(p);
   os << "\n";
 }
 

@@ -163,6 +163,7 @@ class ShmLink final : public Link {
   bool pending() const override { return !sendQ_.empty() || !ackQ_.empty() || !recvQ_.empty(); }
   uint64_t unclaimedCall() override;
   bool copiesMirror() const override { return true; }
+  size_t memoryBytes() const override { return seg_.bytes(); }
   // Yes between threads of one process, and for collMemAlloc memory: a peer that
   // allocates alike has its data mapped here. Yes too where the peer's large messages come
   // through the ring (single copy not negotiated, or the way chosen by measurement, which

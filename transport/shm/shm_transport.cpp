@@ -8,7 +8,7 @@
 namespace coll {
 
 // Defaults picked by measurement on a 2-core host (see tests/unit/shm/shm_bench.cpp).
-COLL_PARAM(kShmRingBytes, "COLL_SHM_RING_BYTES", "1M", "bytes of each one-way ring of a shm link (power of two, 4K..1G)");
+COLL_PARAM(kShmRingBytes, "COLL_SHM_RING_BYTES", "1M", "bytes of each one-way ring of a shm link (power of two, 4K..1G); unless set, hosts of more than 8 ranks get smaller rings (8M over the rank's shm peers, at least 64K)");
 COLL_PARAM(kShmCma, "COLL_SHM_CMA", "auto", "large shm messages: 1 single-copy (process_vm_readv, memcpy between threads), 0 staged through the ring, auto whichever the link measures faster (single-copy while the host's ranks outnumber its cores)");
 COLL_PARAM(kShmCmaProbeMs, "COLL_SHM_CMA_PROBE_MS", "250", "COLL_SHM_CMA=auto: once per this many milliseconds a link sends a few large messages the way it is not using, to measure it again (0: all the time)");
 COLL_PARAM(kShmCmaThreshold, "COLL_SHM_CMA_THRESHOLD", "64K", "shm messages of at least this many bytes go single-copy when allowed");
@@ -19,6 +19,21 @@ COLL_PARAM(kShmMappedPiece, "COLL_SHM_MAPPED_PIECE", "512K", "bytes per piece of
 COLL_PARAM(kShmStageChunk, "COLL_SHM_STAGE_CHUNK", "32K", "bytes copied through a shm ring between publications (pipelining grain)");
 
 namespace {
+
+// Every pair of a host's ranks has its own segment (two rings), made at init: with L ranks
+// on a host, L(L-1)/2 segments. Past 8 ranks a host's rings shrink so that one rank maps
+// about 16 MiB of them whatever L is (at least 64K each, where a ring still carries the
+// small messages it exists for; large ones go single-copy). Both ends count the same
+// host, so they agree on the size.
+size_t scaledRing(const TransportContext& ctx, size_t ring) {
+  int local = 0;
+  for (const std::string& h : ctx.hostIds) local += h == ctx.hostIds.at(ctx.rank);
+  if (local <= 8) return ring;
+  size_t fit = (size_t{8} << 20) / static_cast<size_t>(local - 1);
+  size_t p = size_t{64} << 10;
+  while (p * 2 <= fit && p * 2 <= ring) p *= 2;
+  return std::min(ring, p);
+}
 
 class ShmTransport : public Transport {
  public:
@@ -45,6 +60,7 @@ class ShmTransport : public Transport {
     const Config& cfg = ctx.cfg ? *ctx.cfg : fallback;
     shm::ShmOptions opt;
     opt.ringBytes = cfg.getSize(kShmRingBytes);
+    if (!cfg.isSet(kShmRingBytes)) opt.ringBytes = scaledRing(ctx, opt.ringBytes);
     std::string why = shm::checkRingBytes(opt.ringBytes);
     COLL_CHECK_ARG(why.empty(), kShmRingBytes, ": ", why);
     const std::string& cma = cfg.getStr(kShmCma);

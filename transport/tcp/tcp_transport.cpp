@@ -5,6 +5,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "transport/tcp/tcp_connect.hpp"
+#include "transport/tcp/tcp_lazy.hpp"
 #include "transport/tcp/tcp_link.hpp"
 
 namespace coll {
@@ -31,6 +32,22 @@ class TcpTransport : public Transport {
 
   std::map<int, std::unique_ptr<Link>> connect(const TransportContext& ctx,
                                                const std::vector<int>& peers) override {
+    std::map<int, tcp::PeerStreams> conns = tcp::connectStreams(ctx, peers, options(ctx));
+    std::map<int, std::unique_ptr<Link>> links;
+    for (auto& [peer, ps] : conns) {
+      COLL_TRACE("tcp: rank %d -> rank %d: %zu streams, chunk %zu", ctx.rank, peer,
+                 ps.socks.size(), ps.chunk);
+      links[peer] = std::make_unique<tcp::TcpLink>(peer, std::move(ps.socks), ps.chunk);
+    }
+    return links;
+  }
+
+  std::unique_ptr<LinkFactory> prepare(const TransportContext& ctx, const std::vector<int>& peers) override {
+    return std::make_unique<tcp::LazyFactory>(ctx, peers, options(ctx));
+  }
+
+ private:
+  static tcp::StreamOptions options(const TransportContext& ctx) {
     Config fallback;
     if (!ctx.cfg) fallback = Config::fromEnv();
     const Config& cfg = ctx.cfg ? *ctx.cfg : fallback;
@@ -45,15 +62,7 @@ class TcpTransport : public Transport {
     COLL_CHECK_ARG(buffer <= INT_MAX / 2, kTcpBuffer, "=", buffer, " is too large");
     opt.bufferBytes = static_cast<int>(buffer);
     opt.ifname = cfg.getStr(kSocketIfnameEnv);
-
-    std::map<int, tcp::PeerStreams> conns = tcp::connectStreams(ctx, peers, opt);
-    std::map<int, std::unique_ptr<Link>> links;
-    for (auto& [peer, ps] : conns) {
-      COLL_TRACE("tcp: rank %d -> rank %d: %zu streams, chunk %zu", ctx.rank, peer,
-                 ps.socks.size(), ps.chunk);
-      links[peer] = std::make_unique<tcp::TcpLink>(peer, std::move(ps.socks), ps.chunk);
-    }
-    return links;
+    return opt;
   }
 };
 

@@ -4,7 +4,9 @@
 #include <string>
 
 #include "coll_config.h"
+#include "core/comm.hpp"
 #include "core/config_agree.hpp"
+#include "core/handles.hpp"
 #include "core/error.hpp"
 #include "harness.hpp"
 #if COLL_HAVE_CUDA
@@ -36,6 +38,48 @@ TEST(Errors, InitArguments) {
   int v = 0;
   EXPECT_EQ(collGetVersion(&v), collSuccess);
   EXPECT_EQ(v, COLL_VERSION_CODE);
+}
+
+TEST(Errors, InitRankConfig) {
+  collUniqueId id;
+  ASSERT_EQ(collGetUniqueId(&id), collSuccess);
+  collComm_t c = reinterpret_cast<collComm_t>(0x1);
+  collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+  EXPECT_EQ(cfg.size, sizeof(collConfig_t));
+  EXPECT_EQ(cfg.timeoutSec, COLL_CONFIG_UNDEF_INT);
+  collConfig_t bad = cfg;
+  bad.magic = 0;
+  EXPECT_EQ(collCommInitRankConfig(&c, 1, id, 0, &bad), collInvalidArgument);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_TRUE(mentions(collGetLastError(nullptr), "COLL_CONFIG_INITIALIZER"));
+  bad = cfg;
+  bad.size = 4;
+  EXPECT_EQ(collCommInitRankConfig(&c, 1, id, 0, &bad), collInvalidArgument);
+  EXPECT_TRUE(mentions(collGetLastError(nullptr), "size"));
+  for (int t : {0, -5, 1000000001}) {
+    bad = cfg;
+    bad.timeoutSec = t;
+    EXPECT_EQ(collCommInitRankConfig(&c, 1, id, 0, &bad), collInvalidArgument) << t;
+    EXPECT_TRUE(mentions(collGetLastError(nullptr), "timeoutSec"));
+  }
+  EXPECT_EQ(collCommInitRankConfig(&c, 2, id, 2, &cfg), collInvalidArgument);
+  EXPECT_EQ(collCommInitRankConfig(nullptr, 1, id, 0, &cfg), collInvalidArgument);
+  // A valid config: its timeout replaces COLL_TIMEOUT, here and in a split.
+  cfg.timeoutSec = 7;
+  ASSERT_EQ(collCommInitRankConfig(&c, 1, id, 0, &cfg), collSuccess) << collGetLastError(nullptr);
+  EXPECT_EQ(c->impl->timeoutSec(), 7);
+  collComm_t child = nullptr;
+  ASSERT_EQ(collCommSplit(c, 0, 0, &child), collSuccess) << collGetLastError(c);
+  EXPECT_EQ(child->impl->timeoutSec(), 7);
+  float x = 2;
+  EXPECT_EQ(collAllReduce(&x, &x, 1, collFloat32, collSum, child, nullptr), collSuccess);
+  EXPECT_EQ(x, 2);
+  EXPECT_EQ(collCommDestroy(child), collSuccess);
+  EXPECT_EQ(collCommDestroy(c), collSuccess);
+  // NULL config: the defaults, as collCommInitRank.
+  ASSERT_EQ(collGetUniqueId(&id), collSuccess);
+  ASSERT_EQ(collCommInitRankConfig(&c, 1, id, 0, nullptr), collSuccess) << collGetLastError(nullptr);
+  EXPECT_EQ(collCommDestroy(c), collSuccess);
 }
 
 TEST(Errors, ErrorStrings) {

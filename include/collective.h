@@ -103,7 +103,12 @@ typedef struct {
  * later releases add fields: a program built against an older header still passes a
  * valid (shorter) struct.
  *   timeoutSec: bound of every wait of the communicator and of the communicators split
- *     from it, in seconds, in [1, 1000000000], in place of COLL_TIMEOUT. */
+ *     from it, in seconds, in [1, 1000000000], in place of COLL_TIMEOUT.
+ *   tunables: NULL, or an array of "NAME=value" strings ended by NULL, any of the COLL_*
+ *     tunables (COLL_DEBUG=INFO lists them), each in place of its environment
+ *     variable for this communicator and those split from it, e.g.
+ *     { "COLL_ALGO=allreduce:ring", "COLL_TRANSPORT=tcp", NULL }. An unknown name or a bad
+ *     value is collInvalidArgument. The strings are read during the call only. */
 #define COLL_CONFIG_UNDEF_INT INT32_MIN
 #define COLL_CONFIG_MAGIC 0xC0119F16u
 typedef struct {
@@ -111,9 +116,10 @@ typedef struct {
   unsigned int magic;    /* COLL_CONFIG_MAGIC */
   unsigned int version;  /* COLL_VERSION_CODE of the caller's header */
   int timeoutSec;
+  const char* const* tunables;
 } collConfig_t;
 #define COLL_CONFIG_INITIALIZER \
-  { sizeof(collConfig_t), COLL_CONFIG_MAGIC, COLL_VERSION_CODE, COLL_CONFIG_UNDEF_INT }
+  { sizeof(collConfig_t), COLL_CONFIG_MAGIC, COLL_VERSION_CODE, COLL_CONFIG_UNDEF_INT, NULL }
 
 /* ---- library and errors ---- */
 collResult_t collGetVersion(int* version);

@@ -34,9 +34,9 @@ UniqueIdData makeUniqueIdNear(const sockaddr_storage* near) {
 
 namespace {
 
-collResult_t initRank(collComm_t* out, int nranks, const UniqueIdData& id, int rank, int timeoutSec = 0) {
+collResult_t initRank(collComm_t* out, int nranks, const UniqueIdData& id, int rank, const ConfigOverrides& given = {}) {
   auto handle = std::make_unique<collComm>();
-  handle->impl = Comm::create(id, rank, nranks, nullptr, timeoutSec);
+  handle->impl = Comm::create(id, rank, nranks, nullptr, given);
 #if COLL_HAVE_CUDA
   attachCuda(*handle);
 #endif
@@ -257,6 +257,21 @@ COLL_EXPORT collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniq
   });
 }
 
+namespace {
+// "NAME=value" entries of collConfig_t::tunables, up to the NULL that ends the list.
+void addTunables(const char* const* list, ConfigOverrides* given) {
+  constexpr int kMaxTunables = 1024;  // a list that never ends is a bug, not a config
+  for (int i = 0; list && list[i]; ++i) {
+    COLL_CHECK_ARG(i < kMaxTunables, "config->tunables has no NULL within ", kMaxTunables, " entries");
+    const std::string entry = list[i];
+    const size_t eq = entry.find('=');
+    COLL_CHECK_ARG(eq != std::string::npos && eq > 0, "config->tunables[", i, "] '", entry,
+                   "' is not NAME=value");
+    given->emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+}
+}  // namespace
+
 COLL_EXPORT collResult_t collCommInitRankConfig(collComm_t* comm, int nranks, collUniqueId commId, int rank,
                                                 const collConfig_t* config) {
   return guarded(nullptr, "collCommInitRankConfig", [&] {
@@ -264,7 +279,7 @@ COLL_EXPORT collResult_t collCommInitRankConfig(collComm_t* comm, int nranks, co
     *comm = nullptr;
     COLL_CHECK_ARG(nranks >= 1, "nranks ", nranks, " must be at least 1");
     COLL_CHECK_ARG(rank >= 0 && rank < nranks, "rank ", rank, " is out of range [0, ", nranks, ")");
-    int timeoutSec = 0;
+    ConfigOverrides given;
     if (config) {
       COLL_CHECK_ARG(config->magic == COLL_CONFIG_MAGIC,
                      "config was not initialised with COLL_CONFIG_INITIALIZER (magic 0x", std::hex, config->magic,
@@ -276,11 +291,16 @@ COLL_EXPORT collResult_t collCommInitRankConfig(collComm_t* comm, int nranks, co
       if (config->timeoutSec != COLL_CONFIG_UNDEF_INT) {
         COLL_CHECK_ARG(config->timeoutSec >= 1 && config->timeoutSec <= 1000000000, "config->timeoutSec ",
                        config->timeoutSec, " is out of range [1, 1000000000]");
-        timeoutSec = config->timeoutSec;
+        given.emplace_back("COLL_TIMEOUT", std::to_string(config->timeoutSec));
       }
+      if (config->size >= offsetof(collConfig_t, tunables) + sizeof(config->tunables))
+        addTunables(config->tunables, &given);
     }
+    // Names are checked here, before the rendezvous, so that a misspelt one fails this call
+    // at once; values are checked where they are read, on every rank alike.
+    Config::fromEnv(given);
     UniqueIdData id = UniqueIdData::decode(commId);
-    initRank(comm, nranks, id, rank, timeoutSec);
+    initRank(comm, nranks, id, rank, given);
   });
 }
 

@@ -79,15 +79,14 @@ const CostContext& Comm::costContext() const { return selector_->model(*this).co
 const patterns::JobLayouts& Comm::layouts() const { return selector_->model(*this).layouts(); }
 
 std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks, const std::atomic<bool>* cancel,
-                                   int timeoutSec) {
+                                   const ConfigOverrides& given) {
   std::unique_ptr<Comm> c(new Comm());
   LogRankScope logScope(rank);
   c->rank_ = rank;
   c->nranks_ = nranks;
   c->id_ = id;
-  c->cfg_ = Config::fromEnv();
-  if (timeoutSec > 0) c->cfg_.set(kTimeout, std::to_string(timeoutSec));
-  c->configuredTimeout_ = timeoutSec > 0 ? timeoutSec : 0;
+  c->cfg_ = Config::fromEnv(given);
+  c->given_ = given;
   c->timeoutSec_ = timeoutSecOf(c->cfg_);
   c->boot_ = Bootstrap::connect(id, rank, nranks, c->timeoutSec_, cancel);
   c->cancelForming_ = cancel;

@@ -49,11 +49,12 @@ class Comm final : public Team {
   // Connects to the job named by `id` as `rank` of `nranks`. Collective over the ranks.
   // `cancel` (may be null): the waits for the other ranks fail once it turns true (the
   // parent's abort flag, for collCommSplit); it is no longer read once create returns.
-  // `timeoutSec` > 0 replaces COLL_TIMEOUT (collCommInitRankConfig; a split inherits it).
+  // `given`: tunables the program set for this communicator (collCommInitRankConfig) in
+  // place of the environment's; a split inherits them.
   static std::unique_ptr<Comm> create(const UniqueIdData& id, int rank, int nranks,
-                                      const std::atomic<bool>* cancel = nullptr, int timeoutSec = 0);
-  // The timeout given at creation in place of COLL_TIMEOUT, or 0.
-  int configuredTimeoutSec() const { return configuredTimeout_; }
+                                      const std::atomic<bool>* cancel = nullptr, const ConfigOverrides& given = {});
+  // The tunables given at creation in place of the environment's.
+  const ConfigOverrides& givenConfig() const { return given_; }
   ~Comm() override;
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
@@ -120,7 +121,7 @@ class Comm final : public Team {
   int nranks_ = 0;
   UniqueIdData id_;
   double timeoutSec_ = 300;
-  int configuredTimeout_ = 0;
+  ConfigOverrides given_;
   // Requests in queue_ (changed under queueMu_): lets a blocking call skip that lock.
   std::atomic<size_t> pending_{0};
   HotParams hot_;

@@ -107,6 +107,30 @@ typedef struct {
 /* Pass as color to collCommSplit to take no part in any new communicator. */
 #define COLL_SPLIT_NOCOLOR (-1)
 
+/* Options for collCommInitRankConfig. Initialise with COLL_CONFIG_INITIALIZER, then set
+ * the fields wanted; a field left at its initial value (COLL_CONFIG_UNDEF_INT) takes the
+ * library's default (the environment's COLL_* variable). size, magic and version let
+ * later releases add fields: a program built against an older header still passes a
+ * valid (shorter) struct.
+ *   timeoutSec: bound of every wait of the communicator and of the communicators split
+ *     from it, in seconds, in [1, 1000000000], in place of COLL_TIMEOUT.
+ *   tunables: NULL, or an array of "NAME=value" strings ended by NULL, any of the COLL_*
+ *     tunables (COLL_DEBUG=INFO lists them), each in place of its environment
+ *     variable for this communicator and those split from it, e.g.
+ *     { "COLL_ALGO=allreduce:ring", "COLL_TRANSPORT=tcp", NULL }. An unknown name or a bad
+ *     value is collInvalidArgument. The strings are read during the call only. */
+#define COLL_CONFIG_UNDEF_INT INT32_MIN
+#define COLL_CONFIG_MAGIC 0xC0119F16u
+typedef struct {
+  size_t size;           /* sizeof(collConfig_t) as the caller compiled it */
+  unsigned int magic;    /* COLL_CONFIG_MAGIC */
+  unsigned int version;  /* COLL_VERSION_CODE of the caller's header */
+  int timeoutSec;
+  const char* const* tunables;
+} collConfig_t;
+#define COLL_CONFIG_INITIALIZER \
+  { sizeof(collConfig_t), COLL_CONFIG_MAGIC, COLL_VERSION_CODE, COLL_CONFIG_UNDEF_INT, NULL }
+
 /* ---- library and errors ---- */
 collResult_t collGetVersion(int* version);
 const char* collGetErrorString(collResult_t result);
@@ -130,6 +154,11 @@ collResult_t collMemFree(void* ptr);
  * random job secret. Pass it to every rank by any means (MPI_Bcast, a file, a socket). */
 collResult_t collGetUniqueId(collUniqueId* uniqueId);
 collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId, int rank);
+/* As collCommInitRank, with the options of *config (NULL: all defaults). A config not made
+ * with COLL_CONFIG_INITIALIZER (wrong magic or size) or a field out of range is
+ * collInvalidArgument. */
+collResult_t collCommInitRankConfig(collComm_t* comm, int nranks, collUniqueId commId, int rank,
+                                    const collConfig_t* config);
 /* Reads rank, size and rendezvous from collectiverun's COLL_* variables, Open MPI's
  * OMPI_COMM_WORLD_* (through MPI when built with it) or Slurm's SLURM_* variables.
  * Without any of them the process is a job of one rank (rank 0 of 1). */
@@ -203,6 +232,15 @@ collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 /* Each rank sends count elements to every rank (nranks*count in each buffer). */
 collResult_t collAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                           collDataType_t datatype, collComm_t comm, collStream_t stream);
+/* Uneven all-to-all: this rank sends sendcounts[p] elements from sendbuff + sdispls[p]
+ * to rank p, and receives recvcounts[p] elements from rank p into recvbuff + rdispls[p]
+ * (counts and displacements in elements, arrays of nranks entries). recvcounts[p] here
+ * must equal sendcounts[me] on rank p. Parts may be empty; sendbuff == recvbuff is in
+ * place (what is sent is what the buffer held before the call). Host buffers only:
+ * stream must be NULL. Inside a group it is deferred like collSend/collRecv. */
+collResult_t collAllToAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
+                           void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
+                           collDataType_t datatype, collComm_t comm, collStream_t stream);
 /* Every rank sends sendcount elements to root. On the root, recvbuff holds
  * nranks * sendcount elements, rank r's part at offset r*sendcount; on the other ranks
  * recvbuff is not used and may be NULL. In place on the root when
@@ -249,6 +287,9 @@ collResult_t collIreduceScatter(const void* sendbuff, void* recvbuff, size_t rec
                                 collRequest_t* request);
 collResult_t collIallToAll(const void* sendbuff, void* recvbuff, size_t count,
                            collDataType_t datatype, collComm_t comm, collRequest_t* request);
+collResult_t collIallToAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
+                            void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
+                            collDataType_t datatype, collComm_t comm, collRequest_t* request);
 collResult_t collIgather(const void* sendbuff, void* recvbuff, size_t sendcount,
                          collDataType_t datatype, int root, collComm_t comm, collRequest_t* request);
 collResult_t collIscatter(const void* sendbuff, void* recvbuff, size_t recvcount,

@@ -1,7 +1,10 @@
 // The C ABI edge: every call validates its arguments, converts exceptions into result
 // codes plus a last-error message, and never lets an exception or a bad handle through.
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "bootstrap/bootstrap.hpp"
 #include "core/export.hpp"
@@ -33,9 +36,9 @@ UniqueIdData makeUniqueIdNear(const sockaddr_storage* near) {
 
 namespace {
 
-collResult_t initRank(collComm_t* out, int nranks, const UniqueIdData& id, int rank) {
+collResult_t initRank(collComm_t* out, int nranks, const UniqueIdData& id, int rank, const ConfigOverrides& given = {}) {
   auto handle = std::make_unique<collComm>();
-  handle->impl = Comm::create(id, rank, nranks);
+  handle->impl = Comm::create(id, rank, nranks, nullptr, given);
 #if COLL_HAVE_CUDA
   attachCuda(*handle);
 #endif
@@ -52,6 +55,8 @@ bool streamsUsable(collComm& c) {
   return false;
 #endif
 }
+
+OpArgs makeOp(OpKind k, const void* s, void* r, size_t count, collDataType_t dt, collRedOp_t op, int root);
 
 // Validates, then runs or defers (inside a group) one blocking operation. Inside a group a
 // stream-ordered op is deferred too: collGroupEnd launches the group as one unit.
@@ -109,6 +114,65 @@ collResult_t issueAsync(const char* fn, collComm_t comm, OpArgs op, collRequest_
     *request = r.release();
     registerHandle(*request);
   });
+}
+
+// An uneven all-to-all as the point-to-point transfers of one group: a send and a
+// receive per peer, this rank's own part as a send to self and a receive from self
+// (always present, even when empty, so that a nonblocking request runs as one unit
+// in issue order with the collectives rather than in the send/recv progress loop).
+std::vector<OpArgs> allToAllvOps(const Comm& comm, const void* s, const size_t sc[], const size_t sd[],
+                                 void* r, const size_t rc[], const size_t rd[], collDataType_t dt,
+                                 const void* stream) {
+  const int n = comm.nranks(), me = comm.rank();
+  COLL_CHECK_ARG(validType(dt), "datatype ", static_cast<int>(dt), " is not a valid collDataType_t");
+  COLL_CHECK_ARG(!stream, "collAllToAllv takes host buffers: stream must be NULL");
+  COLL_CHECK_ARG(sc && sd && rc && rd, "sendcounts, sdispls, recvcounts and rdispls must not be NULL");
+  const size_t es = typeSize(dt);
+  const auto span = [&](size_t count, size_t displ, const char* side, int p) {
+    const size_t limit = static_cast<size_t>(PTRDIFF_MAX) / es;
+    if (count > limit || displ > limit - count)
+      COLL_THROW(collInvalidArgument, side, " part for rank ", p, " (displacement ", displ, ", count ", count,
+                 ") lies beyond any buffer");
+    return (displ + count) * es;
+  };
+  size_t sendEnd = 0, recvEnd = 0;
+  for (int p = 0; p < n; ++p) {
+    if (sc[p]) sendEnd = std::max(sendEnd, span(sc[p], sd[p], "send", p));
+    if (rc[p]) recvEnd = std::max(recvEnd, span(rc[p], rd[p], "receive", p));
+  }
+  COLL_CHECK_ARG(sc[me] == rc[me], "sendcounts[", me, "] = ", sc[me], " differs from recvcounts[", me, "] = ",
+                 rc[me], " (this rank's own part)");
+  COLL_CHECK_ARG(sendEnd == 0 || s, "sendbuff is NULL with a part to send");
+  COLL_CHECK_ARG(recvEnd == 0 || r, "recvbuff is NULL with a part to receive");
+  const auto a = reinterpret_cast<uintptr_t>(s), b = reinterpret_cast<uintptr_t>(r);
+  if (s != r && sendEnd && recvEnd)
+    COLL_CHECK_ARG(a >= b + recvEnd || b >= a + sendEnd,
+                   "sendbuff and recvbuff overlap without being the same buffer (in-place)");
+  std::vector<OpArgs> ops;
+  ops.reserve(2 * n);
+  const auto* sb = static_cast<const char*>(s);
+  auto* rb = static_cast<char*>(r);
+  for (int k = 0; k < n; ++k) {
+    // Peers in a rotating order, so that no rank is everyone's first partner.
+    const int to = (me + k) % n, from = (me - k + n) % n;
+    if (to == me || sc[to]) ops.push_back(makeOp(OpKind::Send, sc[to] ? sb + sd[to] * es : nullptr, nullptr,
+                                                 sc[to], dt, collSum, to));
+    if (from == me || rc[from]) ops.push_back(makeOp(OpKind::Recv, nullptr, rc[from] ? rb + rd[from] * es : nullptr,
+                                                     rc[from], dt, collSum, from));
+  }
+  return ops;
+}
+
+void refuseDeviceParts(collComm& c, const std::vector<OpArgs>& ops) {
+#if COLL_HAVE_CUDA
+  for (const OpArgs& op : ops)
+    if (op.count && onStream(c, op, nullptr))
+      COLL_THROW(collInvalidArgument, "collAllToAllv takes host buffers; a part for rank ", op.root,
+                 " is in device memory");
+#else
+  (void)c;
+  (void)ops;
+#endif
 }
 
 OpArgs makeOp(OpKind k, const void* s, void* r, size_t count, collDataType_t dt, collRedOp_t op, int root) {
@@ -193,6 +257,53 @@ COLL_EXPORT collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniq
     COLL_CHECK_ARG(rank >= 0 && rank < nranks, "rank ", rank, " is out of range [0, ", nranks, ")");
     UniqueIdData id = UniqueIdData::decode(commId);
     initRank(comm, nranks, id, rank);
+  });
+}
+
+namespace {
+// "NAME=value" entries of collConfig_t::tunables, up to the NULL that ends the list.
+void addTunables(const char* const* list, ConfigOverrides* given) {
+  constexpr int kMaxTunables = 1024;  // a list that never ends is a bug, not a config
+  for (int i = 0; list && list[i]; ++i) {
+    COLL_CHECK_ARG(i < kMaxTunables, "config->tunables has no NULL within ", kMaxTunables, " entries");
+    const std::string entry = list[i];
+    const size_t eq = entry.find('=');
+    COLL_CHECK_ARG(eq != std::string::npos && eq > 0, "config->tunables[", i, "] '", entry,
+                   "' is not NAME=value");
+    given->emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+}
+}  // namespace
+
+COLL_EXPORT collResult_t collCommInitRankConfig(collComm_t* comm, int nranks, collUniqueId commId, int rank,
+                                                const collConfig_t* config) {
+  return guarded(nullptr, "collCommInitRankConfig", [&] {
+    COLL_CHECK_ARG(comm, "comm is NULL");
+    *comm = nullptr;
+    COLL_CHECK_ARG(nranks >= 1, "nranks ", nranks, " must be at least 1");
+    COLL_CHECK_ARG(rank >= 0 && rank < nranks, "rank ", rank, " is out of range [0, ", nranks, ")");
+    ConfigOverrides given;
+    if (config) {
+      COLL_CHECK_ARG(config->magic == COLL_CONFIG_MAGIC,
+                     "config was not initialised with COLL_CONFIG_INITIALIZER (magic 0x", std::hex, config->magic,
+                     std::dec, ")");
+      const size_t known = offsetof(collConfig_t, timeoutSec) + sizeof(int);
+      COLL_CHECK_ARG(config->size >= known, "config->size ", config->size, " is smaller than the first version's ",
+                     known, " bytes");
+      COLL_CHECK_ARG(config->version >= 100, "config->version ", config->version, " is not a version code");
+      if (config->timeoutSec != COLL_CONFIG_UNDEF_INT) {
+        COLL_CHECK_ARG(config->timeoutSec >= 1 && config->timeoutSec <= 1000000000, "config->timeoutSec ",
+                       config->timeoutSec, " is out of range [1, 1000000000]");
+        given.emplace_back("COLL_TIMEOUT", std::to_string(config->timeoutSec));
+      }
+      if (config->size >= offsetof(collConfig_t, tunables) + sizeof(config->tunables))
+        addTunables(config->tunables, &given);
+    }
+    // Names are checked here, before the rendezvous, so that a misspelt one fails this call
+    // at once; values are checked where they are read, on every rank alike.
+    Config::fromEnv(given);
+    UniqueIdData id = UniqueIdData::decode(commId);
+    initRank(comm, nranks, id, rank, given);
   });
 }
 
@@ -334,6 +445,25 @@ COLL_EXPORT collResult_t collAllToAll(const void* s, void* r, size_t count, coll
   return issue("collAllToAll", comm, makeOp(OpKind::AllToAll, s, r, count, dt, collSum, 0), stream);
 }
 
+COLL_EXPORT collResult_t collAllToAllv(const void* s, const size_t sc[], const size_t sd[], void* r,
+                                       const size_t rc[], const size_t rd[], collDataType_t dt,
+                                       collComm_t comm, collStream_t stream) {
+  return guarded(comm, "collAllToAllv", [&] {
+    collComm& c = liveComm(comm);
+    std::vector<OpArgs> ops = allToAllvOps(*c.impl, s, sc, sd, r, rc, rd, dt, stream);
+    refuseDeviceParts(c, ops);
+    if (groupActive()) {
+      for (const OpArgs& op : ops) groupDefer(c, {op, nullptr, false});
+      return;
+    }
+#if COLL_HAVE_CUDA
+    drainStreams(c);
+#endif
+    IssueGuard busy(c);
+    c.impl->run(std::move(ops));
+  });
+}
+
 COLL_EXPORT collResult_t collGather(const void* s, void* r, size_t count, collDataType_t dt, int root,
                                     collComm_t comm, collStream_t stream) {
   return issue("collGather", comm, makeOp(OpKind::Gather, s, r, count, dt, collSum, root), stream);
@@ -387,6 +517,27 @@ COLL_EXPORT collResult_t collIreduceScatter(const void* s, void* r, size_t count
 COLL_EXPORT collResult_t collIallToAll(const void* s, void* r, size_t count, collDataType_t dt,
                                        collComm_t comm, collRequest_t* req) {
   return issueAsync("collIallToAll", comm, makeOp(OpKind::AllToAll, s, r, count, dt, collSum, 0), req);
+}
+
+COLL_EXPORT collResult_t collIallToAllv(const void* s, const size_t sc[], const size_t sd[], void* r,
+                                        const size_t rc[], const size_t rd[], collDataType_t dt,
+                                        collComm_t comm, collRequest_t* request) {
+  return guarded(comm, "collIallToAllv", [&] {
+    COLL_CHECK_ARG(request, "request is NULL");
+    *request = nullptr;
+    collComm& c = liveComm(comm);
+    std::vector<OpArgs> ops = allToAllvOps(*c.impl, s, sc, sd, r, rc, rd, dt, nullptr);
+    refuseDeviceParts(c, ops);
+    IssueGuard busy(c);
+#if COLL_HAVE_CUDA
+    drainStreams(c);
+#endif
+    auto req = std::make_unique<collRequest>();
+    req->req = c.impl->submit(std::move(ops));
+    req->comm = &c;
+    *request = req.release();
+    registerHandle(*request);
+  });
 }
 
 COLL_EXPORT collResult_t collIgather(const void* s, void* r, size_t count, collDataType_t dt, int root,

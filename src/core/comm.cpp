@@ -84,13 +84,15 @@ double timeoutSecOf(const Config& cfg) {
 const CostContext& Comm::costContext() const { return selector_->model(*this).context(); }
 const patterns::JobLayouts& Comm::layouts() const { return selector_->model(*this).layouts(); }
 
-std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks, const std::atomic<bool>* cancel) {
+std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks, const std::atomic<bool>* cancel,
+                                   const ConfigOverrides& given) {
   std::unique_ptr<Comm> c(new Comm());
   LogRankScope logScope(rank);
   c->rank_ = rank;
   c->nranks_ = nranks;
   c->id_ = id;
-  c->cfg_ = Config::fromEnv();
+  c->cfg_ = Config::fromEnv(given);
+  c->given_ = given;
   c->timeoutSec_ = timeoutSecOf(c->cfg_);
   {
     const std::string& rep = c->cfg_.getStr(kReproducible);
@@ -576,7 +578,7 @@ void Comm::executeP2P(const std::vector<const OpArgs*>& ops) {
     wait.push_back(&xs[i]);
   }
   for (size_t i = 0; i < selfSends.size(); ++i)  // paired and sized alike: checked above
-    memmove(selfRecvs[i]->recvbuf, selfFrom[i], selfSends[i]->count * typeSize(selfSends[i]->dtype));
+    if (selfSends[i]->count) memmove(selfRecvs[i]->recvbuf, selfFrom[i], selfSends[i]->count * typeSize(selfSends[i]->dtype));
   pg.waitAll(wait.data(), wait.size());
 }
 

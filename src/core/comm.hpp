@@ -50,8 +50,12 @@ class Comm final : public Team {
   // Connects to the job named by `id` as `rank` of `nranks`. Collective over the ranks.
   // `cancel` (may be null): the waits for the other ranks fail once it turns true (the
   // parent's abort flag, for collCommSplit); it is no longer read once create returns.
+  // `given`: tunables the program set for this communicator (collCommInitRankConfig) in
+  // place of the environment's; a split inherits them.
   static std::unique_ptr<Comm> create(const UniqueIdData& id, int rank, int nranks,
-                                      const std::atomic<bool>* cancel = nullptr);
+                                      const std::atomic<bool>* cancel = nullptr, const ConfigOverrides& given = {});
+  // The tunables given at creation in place of the environment's.
+  const ConfigOverrides& givenConfig() const { return given_; }
   ~Comm() override;
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
@@ -134,6 +138,7 @@ class Comm final : public Team {
   UniqueIdData id_;
   double timeoutSec_ = 300;
   bool reproducible_ = false;  // COLL_REPRODUCIBLE
+  ConfigOverrides given_;
   // Requests in queue_ (changed under queueMu_): lets a blocking call skip that lock.
   std::atomic<size_t> pending_{0};
   HotParams hot_;

@@ -41,9 +41,11 @@ void Comm::runQueued(const std::shared_ptr<Request>& req) {
 }
 
 namespace {
-bool isP2POnly(const Request& r) {
+// A request with a send to self or a receive from self (collIallToAllv's own part) runs
+// as one group in issue order (executeOps pairs them), not in the progress loop.
+bool isP2POnly(const Request& r, int rank) {
   for (const OpArgs& op : r.ops)
-    if (!op.isP2P()) return false;
+    if (!op.isP2P() || op.root == rank) return false;
   return !r.ops.empty();
 }
 }  // namespace
@@ -64,7 +66,7 @@ void Comm::runQueuedP2P() {
     const std::string why = closed_ ? std::string("communicator aborted")
                                     : strCat("communicator is unusable after an earlier error: ", asyncErrorText());
     std::lock_guard<std::mutex> lock(queueMu_);
-    while (!queue_.empty() && isP2POnly(*queue_.front())) {
+    while (!queue_.empty() && isP2POnly(*queue_.front(), rank_)) {
       queue_.front()->finish(code, why);
       queue_.pop_front();
       pending_.fetch_sub(1, std::memory_order_release);
@@ -79,7 +81,7 @@ void Comm::runQueuedP2P() {
       bool acted = false;
       {
         std::lock_guard<std::mutex> lock(queueMu_);
-        while (!queue_.empty() && isP2POnly(*queue_.front())) {
+        while (!queue_.empty() && isP2POnly(*queue_.front(), rank_)) {
           // Active before its transfers are posted: a link that has failed throws from
           // the post, and the request must then fail with the others, not be dropped
           // (its caller would wait in collWait until the timeout).
@@ -129,7 +131,7 @@ void Comm::workerLoop() {
       if (queue_.empty()) return;
       req = queue_.front();
     }
-    if (isP2POnly(*req)) {
+    if (isP2POnly(*req, rank_)) {
       runQueuedP2P();
       continue;
     }

@@ -31,6 +31,16 @@ Config Config::fromEnv() {
   return c;
 }
 
+Config Config::fromEnv(const ConfigOverrides& given) {
+  Config c = fromEnv();
+  for (const auto& [name, value] : given) {
+    COLL_CHECK_ARG(c.values_.count(name), "'", name, "' is not a libcollective tunable (COLL_DEBUG=INFO lists them)");
+    c.values_[name] = value;
+    c.fromUser_[name] = true;
+  }
+  return c;
+}
+
 const std::string& Config::raw(const char* env) const {
   auto it = values_.find(env);
   if (it == values_.end()) COLL_THROW(collInternalError, "tunable ", env, " was never declared");

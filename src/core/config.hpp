@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace coll {
@@ -30,10 +31,17 @@ const std::vector<ParamDecl>& declaredParams();
   static const ::coll::ParamRegistrar ident##Registrar_{env, def, help}; \
   [[maybe_unused]] static constexpr const char* ident = env
 
+// Tunables given by the program for one communicator (collConfig_t), NAME -> value, in
+// place of the environment's.
+using ConfigOverrides = std::vector<std::pair<std::string, std::string>>;
+
 class Config {
  public:
   // Reads every declared tunable from the environment.
   static Config fromEnv();
+  // The same, with `given` taking the place of the environment for the tunables it
+  // names; a name no tunable declares is collInvalidArgument.
+  static Config fromEnv(const ConfigOverrides& given);
 
   int64_t getInt(const char* env) const;
   double getDouble(const char* env) const;

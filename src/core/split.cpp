@@ -83,7 +83,7 @@ extern "C" COLL_EXPORT collResult_t collCommSplit(collComm_t comm, int color, in
     // The new communicator forms while the parent's abort may come from another thread:
     // its waits for the other members end then, as the parent's own calls do.
     handle->impl = Comm::create(UniqueIdData::decode(theirs), newRank, static_cast<int>(members.size()),
-                                &parent.abortFlag());
+                                &parent.abortFlag(), parent.givenConfig());
 #if COLL_HAVE_CUDA
     attachCuda(*handle);
 #endif

@@ -1,6 +1,9 @@
 // Sends and receives: grouped so that pairs that would block each other cannot deadlock,
 // and nonblocking.
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "mp_pattern.hpp"
 
@@ -78,6 +81,85 @@ void nonblockingCase(Ctx& ctx, size_t count, uint32_t salt) {
   ++ctx.checks;
 }
 
+// Uneven all-to-all: rank a sends (a + 2b) % 5 * unit elements to rank b (some parts
+// empty), the parts laid out in reverse peer order with a gap of 3 elements before each,
+// so that displacements do not follow counts. Blocking, nonblocking and in place, against
+// the payload each sender fills its part with; the gaps must stay untouched.
+void allToAllvCase(Ctx& ctx, collDataType_t dt, size_t unit, uint32_t salt, int mode) {
+  const int n = ctx.nranks, me = ctx.rank;
+  const size_t es = collTypeSize(dt);
+  auto partCount = [&](int from, int to) { return static_cast<size_t>((from + 2 * to) % 5) * unit; };
+  std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
+  size_t sendTotal = 0, recvTotal = 0;
+  for (int k = n - 1; k >= 0; --k) {
+    sendTotal += 3;
+    sd[k] = sendTotal;
+    sc[k] = partCount(me, k);
+    sendTotal += sc[k];
+    recvTotal += 3;
+    rd[k] = recvTotal;
+    rc[k] = partCount(k, me);
+    recvTotal += rc[k];
+  }
+  const bool inPlace = mode == 2;
+  if (inPlace) {  // one layout for both: the receive parts must fit where the sends were
+    for (int k = 0; k < n; ++k) rd[k] = sd[k], rc[k] = std::min(rc[k], sc[k]);
+    recvTotal = sendTotal;
+  }
+  auto send = buffer(sendTotal, dt, 0x11), recv = buffer(recvTotal, dt, 0x5A), want = buffer(recvTotal, dt, 0x5A);
+  for (int k = 0; k < n; ++k) fillPayload(send.data() + sd[k] * es, sc[k], dt, tagOf(salt, me, k));
+  if (inPlace) {
+    // Every rank must pass matching counts: in place, peers send min(their part, ours).
+    for (int k = 0; k < n; ++k) sc[k] = std::min(partCount(me, k), partCount(k, me));
+    for (int k = 0; k < n; ++k) rc[k] = sc[k];
+    want = send;
+    recv = send;
+  }
+  for (int k = 0; k < n; ++k) {
+    std::vector<uint8_t> part(rc[k] * es + 1);
+    fillPayload(part.data(), rc[k], dt, tagOf(salt, k, me));
+    if (rc[k]) std::memcpy(want.data() + rd[k] * es, part.data(), rc[k] * es);
+  }
+  const void* from = inPlace ? recv.data() : send.data();
+  if (mode == 1) {
+    collRequest_t rq = nullptr;
+    MP_CALL(ctx, collIallToAllv(from, sc.data(), sd.data(), recv.data(), rc.data(), rd.data(), dt, ctx.comm, &rq));
+    MP_CALL(ctx, collWait(&rq));
+  } else {
+    MP_CALL(ctx, collAllToAllv(from, sc.data(), sd.data(), recv.data(), rc.data(), rd.data(), dt, ctx.comm, nullptr));
+  }
+  static const char* const kModes[] = {"blocking", "nonblocking", "in-place"};
+  expectEqual(cat("all-to-allv (", kModes[mode], ") ", typeName(dt), " unit=", unit, " (rank ", me, " of ", n, ")"),
+              want.data(), recv.data(), recvTotal, dt);
+  ++ctx.checks;
+}
+
+// Bad arguments are refused on the calling rank before anything is sent.
+void allToAllvErrorsCase(Ctx& ctx) {
+  const int n = ctx.nranks;
+  std::vector<size_t> zero(n, 0), c(n, 1), d(n, 0), huge(n, SIZE_MAX / 2);
+  for (int k = 0; k < n; ++k) d[k] = k;
+  std::vector<float> buf(n);
+  auto expectInvalid = [&](collResult_t rc, const char* what) {
+    if (rc != collInvalidArgument)
+      throw Failure(cat("collAllToAllv with ", what, " returned ", collGetErrorString(rc),
+                        ", not invalid argument"));
+  };
+  expectInvalid(collAllToAllv(buf.data(), nullptr, d.data(), buf.data(), c.data(), d.data(), collFloat32, ctx.comm,
+                              nullptr), "NULL sendcounts");
+  expectInvalid(collAllToAllv(buf.data(), huge.data(), d.data(), buf.data(), c.data(), d.data(), collFloat32,
+                              ctx.comm, nullptr), "huge counts");
+  expectInvalid(collAllToAllv(nullptr, c.data(), d.data(), buf.data(), c.data(), d.data(), collFloat32, ctx.comm,
+                              nullptr), "NULL sendbuff");
+  expectInvalid(collAllToAllv(buf.data(), c.data(), d.data(), buf.data() + 1, c.data(), d.data(), collFloat32,
+                              ctx.comm, nullptr), "overlapping buffers");
+  expectInvalid(collAllToAllv(buf.data(), c.data(), d.data(), buf.data(), zero.data(), d.data(), collFloat32,
+                              ctx.comm, nullptr), "own send and receive counts that differ");
+  expectInvalid(collAllToAllv(buf.data(), c.data(), d.data(), buf.data(), c.data(), d.data(),
+                              static_cast<collDataType_t>(99), ctx.comm, nullptr), "a bad datatype");
+  ++ctx.checks;
+}
+
 }  // namespace
 
 void runPointToPointTests(Ctx& ctx) {
@@ -90,6 +172,10 @@ void runPointToPointTests(Ctx& ctx) {
     allPairsCase(ctx, count, ++serial);
   for (size_t count : testCounts(ctx, collFloat32, 1, ++rotation)) nonblockingCase(ctx, count, ++serial);
   for (size_t count : {size_t{1}, size_t{40000}, size_t{1} << 20}) ringCase(ctx, collFloat32, count, ++serial, true);
+  allToAllvErrorsCase(ctx);
+  for (int mode = 0; mode < 3; ++mode)
+    for (size_t unit : {size_t{1}, size_t{777}, ctx.quick ? size_t{5000} : size_t{70000}})
+      for (collDataType_t dt : {collInt8, collFloat32, collFloat64}) allToAllvCase(ctx, dt, unit, ++serial, mode);
 }
 
 }  // namespace mp

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "collective.h"
@@ -42,13 +43,24 @@ inline void onRanks(int n, const std::function<void(int)>& fn) {
   for (auto& t : ts) t.join();
 }
 
+// Tunables for the communicators of a Job (collConfig_t::tunables), NAME and value.
+using Tunables = std::vector<std::pair<std::string, std::string>>;
+
 class Job {
  public:
-  explicit Job(int n) : comms_(n, nullptr) {
+  // n ranks; `tunables` configure their communicators in place of the environment.
+  explicit Job(int n, const Tunables& tunables = {}) : comms_(n, nullptr) {
     collUniqueId id;
     EXPECT_EQ(collGetUniqueId(&id), collSuccess) << collGetLastError(nullptr);
+    std::vector<std::string> entries;
+    for (const auto& [name, value] : tunables) entries.push_back(name + "=" + value);
+    std::vector<const char*> list;
+    for (const auto& e : entries) list.push_back(e.c_str());
+    list.push_back(nullptr);
+    collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+    cfg.tunables = list.data();
     std::vector<collResult_t> rc(n);
-    onRanks(n, [&](int r) { rc[r] = collCommInitRank(&comms_[r], n, id, r); });
+    onRanks(n, [&](int r) { rc[r] = collCommInitRankConfig(&comms_[r], n, id, r, &cfg); });
     for (int r = 0; r < n; ++r) EXPECT_EQ(rc[r], collSuccess) << "rank " << r << ": " << collGetLastError(nullptr);
   }
   ~Job() {

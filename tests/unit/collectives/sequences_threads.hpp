@@ -22,11 +22,12 @@ namespace testing_coll::seq {
 // and that every rank's all-reduce output has the same bits.
 // COLL_TEST_SEQ_SEED=S runs another sequence (S mixed with the test's own seed), and
 // COLL_TEST_SEQ_STEPS=N another length, for exploring; the test prints both.
-inline void runSequence(int n, uint64_t seed, int steps) {
+inline void runSequence(int n, uint64_t seed, int steps, const Tunables& tunables = {}) {
   if (const char* s = getenv("COLL_TEST_SEQ_SEED")) seed = seed * 1000003u + strtoull(s, nullptr, 10);
   if (const char* s = getenv("COLL_TEST_SEQ_STEPS")) steps = atoi(s);
-  ScopedEnv timeout("COLL_TIMEOUT", "60");
-  Job job(n);
+  Tunables t = tunables;
+  t.emplace_back("COLL_TIMEOUT", "60");
+  Job job(n, t);
   ASSERT_TRUE(job.ok());
   Failures fails;
   const std::vector<uint64_t> seeds = stepSeeds(seed, steps);
@@ -80,9 +81,10 @@ inline void runSequence(int n, uint64_t seed, int steps) {
 // still arrive. (The in-memory network backend of the tests once refused a receive posted
 // after the sender had closed, although the message was queued; the sequences above
 // found it.)
-inline void checkLeftEarly() {
-  ScopedEnv timeout("COLL_TIMEOUT", "30");
-  Job job(3);
+inline void checkLeftEarly(const Tunables& tunables = {}) {
+  Tunables t = tunables;
+  t.emplace_back("COLL_TIMEOUT", "30");
+  Job job(3, t);
   ASSERT_TRUE(job.ok());
   std::vector<std::vector<int32_t>> got(3, std::vector<int32_t>(64, -1)), gathered(3, std::vector<int32_t>(48, -1));
   std::vector<collResult_t> rc(3, collSuccess);

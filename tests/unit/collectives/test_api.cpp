@@ -94,8 +94,7 @@ TEST(Api, SplitByParity) {
 
 TEST(Api, ForcedAlgorithmsAgree) {
   for (const char* algo : {"allreduce:ring", "allreduce:rd"}) {
-    ScopedEnv env("COLL_ALGO", algo);
-    Job job(3);
+    Job job(3, {{"COLL_ALGO", algo}});
     ASSERT_TRUE(job.ok());
     job.run([&](int r, collComm_t c) {
       for (size_t count : {size_t(1), size_t(5), size_t(70000)}) {

@@ -1,10 +1,14 @@
 // Bad input gets a clear error code and a message naming the argument; never a crash.
 #include <climits>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
 #include "coll_config.h"
+#include "core/comm.hpp"
 #include "core/config_agree.hpp"
+#include "core/handles.hpp"
 #include "core/error.hpp"
 #include "harness.hpp"
 #if COLL_HAVE_CUDA
@@ -36,6 +40,95 @@ TEST(Errors, InitArguments) {
   int v = 0;
   EXPECT_EQ(collGetVersion(&v), collSuccess);
   EXPECT_EQ(v, COLL_VERSION_CODE);
+}
+
+TEST(Errors, InitRankConfig) {
+  collUniqueId id;
+  ASSERT_EQ(collGetUniqueId(&id), collSuccess);
+  collComm_t c = reinterpret_cast<collComm_t>(0x1);
+  collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+  EXPECT_EQ(cfg.size, sizeof(collConfig_t));
+  EXPECT_EQ(cfg.timeoutSec, COLL_CONFIG_UNDEF_INT);
+  collConfig_t bad = cfg;
+  bad.magic = 0;
+  EXPECT_EQ(collCommInitRankConfig(&c, 1, id, 0, &bad), collInvalidArgument);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_TRUE(mentions(collGetLastError(nullptr), "COLL_CONFIG_INITIALIZER"));
+  bad = cfg;
+  bad.size = 4;
+  EXPECT_EQ(collCommInitRankConfig(&c, 1, id, 0, &bad), collInvalidArgument);
+  EXPECT_TRUE(mentions(collGetLastError(nullptr), "size"));
+  for (int t : {0, -5, 1000000001}) {
+    bad = cfg;
+    bad.timeoutSec = t;
+    EXPECT_EQ(collCommInitRankConfig(&c, 1, id, 0, &bad), collInvalidArgument) << t;
+    EXPECT_TRUE(mentions(collGetLastError(nullptr), "timeoutSec"));
+  }
+  EXPECT_EQ(collCommInitRankConfig(&c, 2, id, 2, &cfg), collInvalidArgument);
+  EXPECT_EQ(collCommInitRankConfig(nullptr, 1, id, 0, &cfg), collInvalidArgument);
+  // A valid config: its timeout replaces COLL_TIMEOUT, here and in a split.
+  cfg.timeoutSec = 7;
+  ASSERT_EQ(collCommInitRankConfig(&c, 1, id, 0, &cfg), collSuccess) << collGetLastError(nullptr);
+  EXPECT_EQ(c->impl->timeoutSec(), 7);
+  collComm_t child = nullptr;
+  ASSERT_EQ(collCommSplit(c, 0, 0, &child), collSuccess) << collGetLastError(c);
+  EXPECT_EQ(child->impl->timeoutSec(), 7);
+  float x = 2;
+  EXPECT_EQ(collAllReduce(&x, &x, 1, collFloat32, collSum, child, nullptr), collSuccess);
+  EXPECT_EQ(x, 2);
+  EXPECT_EQ(collCommDestroy(child), collSuccess);
+  EXPECT_EQ(collCommDestroy(c), collSuccess);
+  // NULL config: the defaults, as collCommInitRank.
+  ASSERT_EQ(collGetUniqueId(&id), collSuccess);
+  ASSERT_EQ(collCommInitRankConfig(&c, 1, id, 0, nullptr), collSuccess) << collGetLastError(nullptr);
+  EXPECT_EQ(collCommDestroy(c), collSuccess);
+}
+
+// collConfig_t::tunables: each replaces its environment variable for the communicator
+// and its splits; a bad entry fails the call with a message naming it.
+TEST(Errors, ConfigTunables) {
+  ScopedEnv algo("COLL_ALGO", "allreduce:nosuch");  // would fail the communicator
+  const char* good[] = {"COLL_ALGO=allreduce:ring", "COLL_CHUNK_BYTES=64K", nullptr};
+  collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+  EXPECT_EQ(cfg.tunables, nullptr);
+  cfg.tunables = good;
+  collUniqueId id;
+  ASSERT_EQ(collGetUniqueId(&id), collSuccess);
+  collComm_t c = nullptr;
+  ASSERT_EQ(collCommInitRankConfig(&c, 1, id, 0, &cfg), collSuccess) << collGetLastError(nullptr);
+  EXPECT_EQ(c->impl->config().getStr("COLL_ALGO"), "allreduce:ring");
+  EXPECT_EQ(c->impl->config().getSize("COLL_CHUNK_BYTES"), size_t{64} << 10);
+  collComm_t child = nullptr;
+  ASSERT_EQ(collCommSplit(c, 0, 0, &child), collSuccess) << collGetLastError(c);
+  EXPECT_EQ(child->impl->config().getStr("COLL_ALGO"), "allreduce:ring");
+  float x = 3;
+  EXPECT_EQ(collAllReduce(&x, &x, 1, collFloat32, collSum, child, nullptr), collSuccess);
+  EXPECT_EQ(x, 3);
+  EXPECT_EQ(collCommDestroy(child), collSuccess);
+  EXPECT_EQ(collCommDestroy(c), collSuccess);
+  struct Bad {
+    const char* entry;
+    const char* says;
+  };
+  for (const Bad& b : {Bad{"COLL_NOSUCH=1", "'COLL_NOSUCH' is not a libcollective tunable"},
+                       Bad{"COLL_ALGO", "is not NAME=value"}, Bad{"=ring", "is not NAME=value"},
+                       Bad{"COLL_TRANSPORT=pigeon", "COLL_TRANSPORT"}}) {
+    const char* list[] = {"COLL_ALGO=allreduce:ring", b.entry, nullptr};
+    cfg.tunables = list;
+    ASSERT_EQ(collGetUniqueId(&id), collSuccess);
+    EXPECT_EQ(collCommInitRankConfig(&c, 1, id, 0, &cfg), collInvalidArgument) << b.entry;
+    EXPECT_EQ(c, nullptr);
+    EXPECT_TRUE(mentions(collGetLastError(nullptr), b.says)) << b.entry << ": " << collGetLastError(nullptr);
+  }
+  // A caller built against the first collConfig_t (no tunables field) is not read past
+  // its size.
+  cfg = COLL_CONFIG_INITIALIZER;
+  cfg.size = offsetof(collConfig_t, tunables);
+  cfg.tunables = reinterpret_cast<const char* const*>(uintptr_t{1});
+  ScopedEnv algoOk("COLL_ALGO", nullptr);
+  ASSERT_EQ(collGetUniqueId(&id), collSuccess);
+  ASSERT_EQ(collCommInitRankConfig(&c, 1, id, 0, &cfg), collSuccess) << collGetLastError(nullptr);
+  EXPECT_EQ(collCommDestroy(c), collSuccess);
 }
 
 TEST(Errors, ErrorStrings) {
@@ -398,8 +491,7 @@ TEST(Errors, PipelineChunkAndDepthOutOfRangeAreRefused) {
     EXPECT_TRUE(mentions(collGetLastError(nullptr), value)) << collGetLastError(nullptr);
     if (c) collCommDestroy(c);
   }
-  ScopedEnv depth("COLL_PIPELINE_DEPTH", "64"), chunk("COLL_CHUNK_BYTES", "64");
-  Job job(2);
+  Job job(2, {{"COLL_PIPELINE_DEPTH", "64"}, {"COLL_CHUNK_BYTES", "64"}});
   ASSERT_TRUE(job.ok());
   job.run([&](int r, collComm_t comm) {
     std::vector<int32_t> v(1000, r + 1);

@@ -12,8 +12,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 TEST(Failures, SilentPeerTimesOut) {
-  ScopedEnv timeout("COLL_TIMEOUT", "2");
-  Job job(2);
+  Job job(2, {{"COLL_TIMEOUT", "2"}});
   ASSERT_TRUE(job.ok());
   job.run([&](int r, collComm_t c) {
     if (r == 1) {
@@ -40,8 +39,7 @@ TEST(Failures, SilentPeerTimesOut) {
 }
 
 TEST(Failures, AbortedPeerIsReportedQuickly) {
-  ScopedEnv timeout("COLL_TIMEOUT", "30");
-  Job job(3);
+  Job job(3, {{"COLL_TIMEOUT", "30"}});
   ASSERT_TRUE(job.ok());
   job.run([&](int r, collComm_t c) {
     if (r == 2) {
@@ -62,8 +60,7 @@ TEST(Failures, AbortedPeerIsReportedQuickly) {
 }
 
 TEST(Failures, NonblockingFailureSurfacesInWait) {
-  ScopedEnv timeout("COLL_TIMEOUT", "2");
-  Job job(2);
+  Job job(2, {{"COLL_TIMEOUT", "2"}});
   ASSERT_TRUE(job.ok());
   job.run([&](int r, collComm_t c) {
     if (r == 1) {
@@ -86,8 +83,7 @@ TEST(Failures, NonblockingFailureSurfacesInWait) {
 // collWait at once, whichever way the worker learns of it: they used to be dropped when
 // posting on a failed link threw, and collWait then waited 2 x COLL_TIMEOUT.
 TEST(Failures, NonblockingP2PAfterFailureFailsAtOnce) {
-  ScopedEnv timeout("COLL_TIMEOUT", "10");
-  Job job(2);
+  Job job(2, {{"COLL_TIMEOUT", "10"}});
   ASSERT_TRUE(job.ok());
   job.run([&](int r, collComm_t c) {
     if (r == 1) {

@@ -17,8 +17,7 @@ class Large : public ::testing::TestWithParam<std::tuple<const char*, int>> {};
 
 TEST_P(Large, Collectives64MiB) {
   const int n = std::get<1>(GetParam());
-  ScopedEnv transport("COLL_TRANSPORT", std::get<0>(GetParam()));
-  Job job(n);
+  Job job(n, {{"COLL_TRANSPORT", std::get<0>(GetParam())}});
   ASSERT_TRUE(job.ok());
   const size_t count = k64M / sizeof(float);
   job.run([&](int r, collComm_t comm) {

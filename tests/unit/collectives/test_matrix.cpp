@@ -38,8 +38,7 @@ void checkReduced(Failures& f, const std::string& what, const void* got, size_t 
 
 TEST_P(Matrix, AllCollectives) {
   const int n = std::get<1>(GetParam());
-  ScopedEnv transport("COLL_TRANSPORT", std::get<0>(GetParam()));
-  Job job(n);
+  Job job(n, {{"COLL_TRANSPORT", std::get<0>(GetParam())}});
   ASSERT_TRUE(job.ok());
   const size_t counts[] = {0, 1, 7, static_cast<size_t>(13 * n + 5), 1031};
   Failures fails;

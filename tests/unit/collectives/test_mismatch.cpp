@@ -111,9 +111,7 @@ class Mismatch : public ::testing::TestWithParam<const char*> {
   // Runs body(rank, comm) on every rank of an n-rank job over the transport under test.
   std::vector<Outcome> run(int n, const std::function<collResult_t(int, collComm_t)>& body,
                            const char* timeoutSec = "30") {
-    ScopedEnv transport("COLL_TRANSPORT", GetParam());
-    ScopedEnv timeout("COLL_TIMEOUT", timeoutSec);  // a regression ends as a failure, not a hang
-    Job job(n);
+    Job job(n, {{"COLL_TRANSPORT", GetParam()}, {"COLL_TIMEOUT", timeoutSec}});
     std::vector<Outcome> out(n);
     if (!job.ok()) return out;
     job.run([&](int r, collComm_t c) {

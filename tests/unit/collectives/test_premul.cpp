@@ -123,8 +123,7 @@ class PreMul : public ::testing::TestWithParam<std::tuple<const char*, int>> {};
 
 TEST_P(PreMul, EveryTypeAndCall) {
   const int n = std::get<1>(GetParam());
-  ScopedEnv transport("COLL_TRANSPORT", std::get<0>(GetParam()));
-  Job job(n);
+  Job job(n, {{"COLL_TRANSPORT", std::get<0>(GetParam())}});
   ASSERT_TRUE(job.ok());
   Failures fails;
   job.run([&](int r, collComm_t c) {
@@ -164,10 +163,9 @@ TEST(PreMulAlgorithms, EachForced) {
   for (int k = 0; k < 6; ++k) {
     const std::string algo = std::string("allreduce:") + allreduce[k] + ",reduce:" + reduce[k % 2] +
                              ",reducescatter:" + reducescatter[k % 3];
-    ScopedEnv env("COLL_ALGO", algo.c_str());
     for (int n : {3, 4, 6}) {
       SCOPED_TRACE(algo + " n=" + std::to_string(n));
-      Job job(n);
+      Job job(n, {{"COLL_ALGO", algo}});
       ASSERT_TRUE(job.ok());
       Failures fails;
       job.run([&](int r, collComm_t c) {

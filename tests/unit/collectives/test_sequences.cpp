@@ -17,8 +17,7 @@ namespace {
 class LeftEarly : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(LeftEarly, WhatTheRankSentBeforeLeavingArrives) {
-  ScopedEnv transport("COLL_TRANSPORT", GetParam());
-  checkLeftEarly();
+  checkLeftEarly({{"COLL_TRANSPORT", GetParam()}});
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, LeftEarly, ::testing::Values("shm", "tcp", "net"));
@@ -27,12 +26,10 @@ TEST(Sequences, TwoRanks) { runSequence(2, 1, 500); }
 TEST(Sequences, ThreeRanks) { runSequence(3, 2, 500); }
 TEST(Sequences, FourRanks) { runSequence(4, 3, 400); }
 TEST(Sequences, ThreeRanksOverTcp) {
-  ScopedEnv tcp("COLL_TRANSPORT", "tcp");
-  runSequence(3, 4, 300);
+  runSequence(3, 4, 300, {{"COLL_TRANSPORT", "tcp"}});
 }
 TEST(Sequences, FourRanksOverTheNetworkPlugin) {
-  ScopedEnv net("COLL_TRANSPORT", "net");
-  runSequence(4, 5, 200);
+  runSequence(4, 5, 200, {{"COLL_TRANSPORT", "net"}});
 }
 
 }  // namespace

@@ -27,8 +27,7 @@ void sleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)
 // threads' calls may pair up differently on different ranks (rank 0's thread A with rank
 // 1's thread B) and return each other's data as success.
 TEST(Threads, SecondThreadOnOneCommIsRefused) {
-  ScopedEnv timeout("COLL_TIMEOUT", "20");
-  Job job(2);
+  Job job(2, {{"COLL_TIMEOUT", "20"}});
   ASSERT_TRUE(job.ok());
   job.run([&](int r, collComm_t c) {
     if (r == 1) {
@@ -64,8 +63,7 @@ TEST(Threads, SecondThreadOnOneCommIsRefused) {
 // Two threads waiting on one request: one gets the result and releases the request, the
 // other is told it is gone (it used to release it a second time: a double free).
 TEST(Threads, TwoThreadsWaitingOnOneRequest) {
-  ScopedEnv timeout("COLL_TIMEOUT", "20");
-  Job job(2);
+  Job job(2, {{"COLL_TIMEOUT", "20"}});
   ASSERT_TRUE(job.ok());
   job.run([&](int r, collComm_t c) {
     if (r == 1) sleepMs(300);  // both waiters on rank 0 are inside collWait by then
@@ -90,8 +88,7 @@ TEST(Threads, TwoThreadsWaitingOnOneRequest) {
 // rank 0's first thread must wake the blocked one with an error at once (well before
 // COLL_TIMEOUT), wherever it waits.
 void abortWakesBlockedThread(const std::function<collResult_t(collComm_t)>& block) {
-  ScopedEnv timeout("COLL_TIMEOUT", "20");
-  Job job(2);
+  Job job(2, {{"COLL_TIMEOUT", "20"}});
   ASSERT_TRUE(job.ok());
   job.run([&](int r, collComm_t c) {
     if (r == 1) {
@@ -134,8 +131,7 @@ TEST(Threads, AbortWakesThreadBlockedInWait) {
 // collCommDestroy from another thread while a collective waits for a peer that never
 // comes: both return within the timeout, no crash.
 TEST(Threads, DestroyWhileAnotherThreadIsBlocked) {
-  ScopedEnv timeout("COLL_TIMEOUT", "2");
-  Job job(2);
+  Job job(2, {{"COLL_TIMEOUT", "2"}});
   ASSERT_TRUE(job.ok());
   job.run([&](int r, collComm_t c) {
     if (r == 1) {
@@ -242,8 +238,7 @@ TEST(Threads, CallsRacingDestroyAndAbort) {
 // Aborting while nonblocking sends wait for a receiver that never posts: the requests
 // fail as aborted, nothing touches the released links.
 TEST(Threads, AbortWithNonblockingSendsPending) {
-  ScopedEnv timeout("COLL_TIMEOUT", "20");
-  Job job(2);
+  Job job(2, {{"COLL_TIMEOUT", "20"}});
   ASSERT_TRUE(job.ok());
   job.run([&](int r, collComm_t c) {
     if (r == 1) {
@@ -267,8 +262,7 @@ TEST(Threads, AbortWithNonblockingSendsPending) {
 // Destroying a communicator with nonblocking requests outstanding: they finish (the peers
 // take part) and can be waited for afterwards.
 TEST(Threads, DestroyWithOutstandingRequests) {
-  ScopedEnv timeout("COLL_TIMEOUT", "20");
-  Job job(2);
+  Job job(2, {{"COLL_TIMEOUT", "20"}});
   ASSERT_TRUE(job.ok());
   job.run([&](int r, collComm_t c) {
     std::vector<float> x(1 << 14, 1.f);
@@ -319,8 +313,7 @@ TEST(Threads, GroupMisuse) {
 // A rank passing a bad color gets collInvalidArgument, and so do the others, at once:
 // they used to wait in the split's exchange for it until COLL_TIMEOUT.
 TEST(Threads, SplitWithBadColorOnOneRankFailsEverywhere) {
-  ScopedEnv timeout("COLL_TIMEOUT", "10");
-  Job job(3);
+  Job job(3, {{"COLL_TIMEOUT", "10"}});
   ASSERT_TRUE(job.ok());
   std::vector<collResult_t> rc(3, collSuccess);
   std::vector<double> secs(3);

@@ -45,7 +45,7 @@ class SmallList {
 // one too large to stay there anyway, as for reduction results (core/reduce.hpp). Smaller
 // ones are read again from the cache by whoever comes next; streaming 8-64 KiB outputs of
 // broadcast, gather and scatter (2 ranks) took 1.1-2x the time.
-inline bool coldOutput(size_t bytes) { return bytes >= kStreamMinBytes; }
+inline bool coldOutput(size_t bytes) { return bytes >= streamMinBytes(); }
 
 class Progress {
  public:

@@ -50,6 +50,9 @@ HotParams hotParamsFrom(const Config& cfg) {
   h.maxSleepUs = b.maxSleepUs();
   h.chunkBytes = pipelineChunkBytes(cfg);
   h.depth = pipelineDepth(cfg);
+  // Process-wide (core/reduce.hpp), read where the kernels first need it; a bad value is
+  // refused here, when a communicator is made, not in the middle of a call.
+  (void)cfg.getSize("COLL_STREAM_MIN_BYTES");
   return h;
 }
 

@@ -29,10 +29,12 @@
 #include "core/reduce.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 
+#include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/types.hpp"
 
@@ -63,6 +65,18 @@
 #endif
 
 namespace coll {
+
+COLL_PARAM(kStreamMin, "COLL_STREAM_MIN_BYTES", "8M",
+           "out-of-place results at least this big are written past the cache (streaming stores); read once per process");
+
+size_t streamMinBytes() {
+  static const size_t v = [] {
+    const char* e = getenv(kStreamMin);
+    return parseSize(e && *e ? e : "8M", kStreamMin);
+  }();
+  return v;
+}
+
 namespace {
 
 // ---------------------------------------------------------------- 16-bit float codecs
@@ -320,7 +334,7 @@ COLL_KERNEL void combineLoop(T* dst, const T* a, const T* b, size_t n) {
 constexpr size_t kStreamBlockBytes = 1024;
 
 bool shouldStream(const void* dst, const void* a, const void* b, size_t bytes, size_t elem) {
-  return kCanStream && bytes >= kStreamMinBytes && dst != a && dst != b &&
+  return kCanStream && bytes >= streamMinBytes() && dst != a && dst != b &&
          reinterpret_cast<uintptr_t>(dst) % elem == 0;
 }
 

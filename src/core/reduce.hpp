@@ -34,8 +34,8 @@ void bf16ToFloatN(float* dst, const uint16_t* src, size_t n);
 // caller works on) and are fenced before returning; elsewhere a plain memcpy.
 void copyStreaming(void* dst, const void* src, size_t bytes);
 // Out-of-place results at least this big are written with streaming stores: they cannot
-// stay in L2 anyway, and whoever consumes them (a send, the next reduction step) comes
-// later.
-constexpr size_t kStreamMinBytes = size_t{8} << 20;
+// stay in cache anyway, and whoever consumes them (a send, the next reduction step) comes
+// later. COLL_STREAM_MIN_BYTES, read once per process, else 8 MiB.
+size_t streamMinBytes();
 
 }  // namespace coll

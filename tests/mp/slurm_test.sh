@@ -68,7 +68,7 @@ head -c 1024 /dev/urandom >"$tmp/munge.key"
 chmod 400 "$tmp/munge.key"
 munged -f --socket="$tmp/munge.sock" --key-file="$tmp/munge.key" --log-file="$tmp/munged.log" \
   --pid-file="$tmp/munged.pid" --seed-file="$tmp/munged.seed" >"$tmp/munged.out" 2>&1 ||
-  skip "munged did not start: $(tail -n 3 "$tmp/munged.out" "$tmp/munged.log" 2>/dev/null | tr '\n' ' ')"
+  skip "munged did not start: $(tail -q -n 3 "$tmp/munged.out" "$tmp/munged.log" 2>/dev/null | tr '\n' ' ')"
 
 plugindir=
 for d in /usr/lib/x86_64-linux-gnu/slurm-wlm /usr/lib/aarch64-linux-gnu/slurm-wlm /usr/lib/slurm-wlm /usr/lib64/slurm /usr/lib/slurm; do
@@ -112,15 +112,15 @@ export SLURM_CONF=$tmp/slurm.conf
 for v in $(env | sed -n 's/^\(SLURM_[A-Z_]*\)=.*/\1/p'); do [ "$v" = SLURM_CONF ] || unset "$v"; done
 
 slurmctld -f "$SLURM_CONF" >"$tmp/slurmctld.out" 2>&1 ||
-  skip "slurmctld did not start: $(tail -n 3 "$tmp/slurmctld.out" "$tmp/slurmctld.log" 2>/dev/null | tr '\n' ' ')"
+  skip "slurmctld did not start: $(tail -q -n 3 "$tmp/slurmctld.out" "$tmp/slurmctld.log" 2>/dev/null | tr '\n' ' ')"
 slurmd -f "$SLURM_CONF" -N "$host" >"$tmp/slurmd.out" 2>&1 ||
-  skip "slurmd did not start: $(tail -n 3 "$tmp/slurmd.out" "$tmp/slurmd.log" 2>/dev/null | tr '\n' ' ')"
+  skip "slurmd did not start: $(tail -q -n 3 "$tmp/slurmd.out" "$tmp/slurmd.log" 2>/dev/null | tr '\n' ' ')"
 up=0
 for _ in $(seq 100); do
   if [ "$(sinfo -h -n "$host" -o %t 2>/dev/null)" = idle ]; then up=1; break; fi
   sleep 0.2
 done
-[ $up -eq 1 ] || skip "the node did not come up idle within 20 s: $(sinfo -h -o '%t %E' 2>&1) $(tail -n 3 "$tmp/slurmctld.log" "$tmp/slurmd.log" 2>/dev/null | tr '\n' ' ')"
+[ $up -eq 1 ] || skip "the node did not come up idle within 20 s: $(sinfo -h -o '%t %E' 2>&1) $(tail -q -n 3 "$tmp/slurmctld.log" "$tmp/slurmd.log" 2>/dev/null | tr '\n' ' ')"
 echo "slurm: $(sinfo -h -o '%P %D node %N, %c CPUs, %t') (slurmctld :$ctld_port, slurmd :$slurmd_port)"
 
 export COLL_TIMEOUT=${COLL_TIMEOUT:-60}

@@ -266,7 +266,10 @@ void PsTrainer::serve() {
 // ---- worker ----
 
 void PsTrainer::waitFor(collRequest_t& req, Link& link, const char* what) {
-  const double deadline = now() + timeout_;
+  // A live server may itself wait up to the timeout for a dead worker before it answers
+  // a round, so a worker gives it twice that.
+  const double limit = 2 * timeout_;
+  const double deadline = now() + limit;
   Backoff backoff;
   for (;;) {
     int flag = 0;
@@ -280,7 +283,7 @@ void PsTrainer::waitFor(collRequest_t& req, Link& link, const char* what) {
     if (now() > deadline) {
       link.abort();
       COLL_THROW(collTimeout, "parameter server rank ", link.peer, " did not answer within ",
-                 timeout_, " s while ", what, " (--ps-timeout): it has died or hangs");
+                 limit, " s while ", what, " (2 x --ps-timeout): it has died or hangs");
     }
     backoff.pause();
   }

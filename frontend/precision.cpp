@@ -3,6 +3,10 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include "blas.hpp"
 #include "core/error.hpp"
 
@@ -92,12 +96,73 @@ float fp16ToFloat(uint16_t h) {
   return floatOf(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
+namespace {
+
+// bf16 rounding without branches (NaN kept quiet by a select), so the loop vectorises.
+[[gnu::always_inline]] inline uint32_t roundBf16Bits(uint32_t u) {
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+  return nan ? (u | 0x00400000u) & 0xffff0000u : rounded;
+}
+
 FRONTEND_VECTOR_CLONES
+void roundBf16(float* data, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, data + i, 4);
+    u = roundBf16Bits(u);
+    std::memcpy(data + i, &u, 4);
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// The F16C conversions round to nearest even, as floatToFp16 does.
+__attribute__((target("f16c,avx"))) void roundFp16F16c(float* data, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(data + i);
+    _mm256_storeu_ps(data + i, _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)));
+  }
+  for (; i < n; ++i) data[i] = fp16ToFloat(floatToFp16(data[i]));
+}
+__attribute__((target("f16c,avx"))) void toFp16F16c(const float* in, uint16_t* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) out[i] = floatToFp16(in[i]);
+}
+__attribute__((target("f16c,avx"))) void fromFp16F16c(const uint16_t* in, float* out, int64_t n,
+                                                      float scale) {
+  int64_t i = 0;
+  const __m256 s = _mm256_set1_ps(scale);
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(
+                                                reinterpret_cast<const __m128i*>(in + i))),
+                                            s));
+  for (; i < n; ++i) out[i] = fp16ToFloat(in[i]) * scale;
+}
+const bool kHaveF16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+#else
+void toFp16F16c(const float*, uint16_t*, int64_t) {}
+void fromFp16F16c(const uint16_t*, float*, int64_t, float) {}
+const bool kHaveF16c = false;
+void roundFp16F16c(float* data, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) data[i] = fp16ToFloat(floatToFp16(data[i]));
+}
+#endif
+
+}  // namespace
+
 void roundInPlace(Precision p, float* data, int64_t n) {
   if (p == Precision::BFloat16) {
-    for (int64_t i = 0; i < n; ++i) data[i] = bf16ToFloat(floatToBf16(data[i]));
+    roundBf16(data, n);
   } else if (p == Precision::Float16) {
-    for (int64_t i = 0; i < n; ++i) data[i] = fp16ToFloat(floatToFp16(data[i]));
+    if (kHaveF16c) {
+      roundFp16F16c(data, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) data[i] = fp16ToFloat(floatToFp16(data[i]));
+    }
   }
 }
 
@@ -105,6 +170,8 @@ void toBits(Precision p, const float* in, uint16_t* out, int64_t n) {
   COLL_CHECK_ARG(p != Precision::Float32, "toBits: float32 has no 16-bit form");
   if (p == Precision::BFloat16)
     for (int64_t i = 0; i < n; ++i) out[i] = floatToBf16(in[i]);
+  else if (kHaveF16c)
+    toFp16F16c(in, out, n);
   else
     for (int64_t i = 0; i < n; ++i) out[i] = floatToFp16(in[i]);
 }
@@ -113,6 +180,8 @@ void fromBits(Precision p, const uint16_t* in, float* out, int64_t n, float scal
   COLL_CHECK_ARG(p != Precision::Float32, "fromBits: float32 has no 16-bit form");
   if (p == Precision::BFloat16)
     for (int64_t i = 0; i < n; ++i) out[i] = bf16ToFloat(in[i]) * scale;
+  else if (kHaveF16c)
+    fromFp16F16c(in, out, n, scale);
   else
     for (int64_t i = 0; i < n; ++i) out[i] = fp16ToFloat(in[i]) * scale;
 }

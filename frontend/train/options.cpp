@@ -178,6 +178,10 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
   COLL_CHECK_ARG(std::isfinite(o.psTimeout) && o.psTimeout > 0, "--ps-timeout ", o.psTimeout,
                  " must be a positive number of seconds");
   COLL_CHECK_ARG(o.maxStaleness >= 0, "--max-staleness ", o.maxStaleness, " must be >= 0");
+  COLL_CHECK_ARG(o.mode == "dp" || (o.compression.kind == hvd::Compressor::None &&
+                                     o.savePath.empty() && o.loadPath.empty() && !o.profile),
+                 "--mode ", o.mode, ": --compression, --save, --load and --profile are "
+                 "implemented for --mode dp only");
   COLL_CHECK_ARG(o.mode == "dp" || o.precision == "fp32",
                  "--precision ", o.precision, " is implemented for --mode dp only");
   COLL_CHECK_ARG(o.precision == "fp32" || o.compression.kind == hvd::Compressor::None,

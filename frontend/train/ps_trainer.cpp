@@ -15,6 +15,18 @@ namespace collective::frontend {
 
 namespace {
 
+// Idle polling: 20 us at first, doubling up to 200 us, so that a waiting server or worker
+// leaves the CPU to the ranks that compute.
+struct Backoff {
+  int idle = 0;
+  void reset() { idle = 0; }
+  void pause() {
+    const int us = std::min(200, 20 << std::min(idle, 4));
+    ++idle;
+    std::this_thread::sleep_for(std::chrono::microseconds(us));
+  }
+};
+
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -154,6 +166,7 @@ void PsTrainer::serve() {
   };
   auto live = [&](const Link& l) { return l.alive && !l.done; };
   for (auto& l : links_) post(*l);
+  Backoff backoff;
   for (;;) {
     if (faults_.serverDiesAfter >= 0 && stats_.updates >= faults_.serverDiesAfter) {
       for (auto& l : links_) l->abort();
@@ -230,7 +243,10 @@ void PsTrainer::serve() {
           progressed = true;
         }
     }
-    if (!progressed) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (progressed)
+      backoff.reset();
+    else
+      backoff.pause();
   }
   // Statistics to the first worker (it reports): updates, dead workers, histogram.
   if (first && first->comm && s == 0) {
@@ -250,7 +266,11 @@ void PsTrainer::serve() {
 // ---- worker ----
 
 void PsTrainer::waitFor(collRequest_t& req, Link& link, const char* what) {
-  const double deadline = now() + timeout_;
+  // A live server may itself wait up to the timeout for a dead worker before it answers
+  // a round, so a worker gives it twice that.
+  const double limit = 2 * timeout_;
+  const double deadline = now() + limit;
+  Backoff backoff;
   for (;;) {
     int flag = 0;
     const collResult_t r = collTest(&req, &flag);
@@ -263,9 +283,9 @@ void PsTrainer::waitFor(collRequest_t& req, Link& link, const char* what) {
     if (now() > deadline) {
       link.abort();
       COLL_THROW(collTimeout, "parameter server rank ", link.peer, " did not answer within ",
-                 timeout_, " s while ", what, " (--ps-timeout): it has died or hangs");
+                 limit, " s while ", what, " (2 x --ps-timeout): it has died or hangs");
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    backoff.pause();
   }
 }
 

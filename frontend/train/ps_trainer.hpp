@@ -18,8 +18,9 @@
 //
 // A worker the server hears nothing from for --ps-timeout seconds while it owes a message
 // is declared dead: its pair communicator is aborted and the others go on without it
-// (sync: the average is over the live workers). A server that does not answer within the
-// timeout, or whose link fails, is an error on the worker naming that server.
+// (sync: the average is over the live workers). A server that does not answer within
+// twice the timeout (it may itself be waiting that long for a dead worker), or whose link
+// fails, is an error on the worker naming that server.
 #pragma once
 
 #include <cstdio>

@@ -68,6 +68,35 @@ TEST(Precision, Float16IsRoundToNearestEven) {
   EXPECT_THROW(parsePrecision("fp8"), std::exception);
 }
 
+// The vectorised in-place rounding (F16C, branch-free bf16) equals the scalar conversions.
+TEST(Precision, RoundInPlaceEqualsScalarConversion) {
+  Rng rng(8);
+  std::vector<float> v(4099);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = floatOf(static_cast<uint32_t>(rng.below(1ull << 32)));
+  v[0] = std::nanf("");
+  v[1] = std::numeric_limits<float>::infinity();
+  v[2] = 65519.0f;
+  v[3] = 3e-6f;
+  for (Precision p : {Precision::BFloat16, Precision::Float16}) {
+    std::vector<float> r = v, back(v.size());
+    roundInPlace(p, r.data(), static_cast<int64_t>(r.size()));
+    std::vector<uint16_t> bits(v.size());
+    toBits(p, v.data(), bits.data(), static_cast<int64_t>(v.size()));
+    fromBits(p, bits.data(), back.data(), static_cast<int64_t>(v.size()), 1.0f);
+    for (size_t i = 0; i < v.size(); ++i) {
+      const float want = p == Precision::BFloat16 ? bf16ToFloat(floatToBf16(v[i]))
+                                                   : fp16ToFloat(floatToFp16(v[i]));
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(r[i]) && std::isnan(back[i])) << i;
+      } else {
+        ASSERT_EQ(r[i], want) << precisionName(p) << " at " << i << ": " << v[i];
+        ASSERT_EQ(back[i], want) << precisionName(p) << " bits at " << i << ": " << v[i];
+      }
+    }
+  }
+}
+
 TEST(MixedPrecision, LossScaleSkipsOverflowsAndGrows) {
   Param p{"w", Tensor::fromVector({2}, {1.0f, 2.0f}), Tensor({2})};
   MixedPrecision mp({&p}, Precision::Float16, {1024.0f, 3, 1.0f});

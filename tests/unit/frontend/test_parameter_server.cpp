@@ -14,10 +14,13 @@
 namespace collective::frontend {
 namespace {
 
-TrainOptions psOptions(int servers, bool async, int64_t staleness = 4) {
+// timeout: how long a silent peer may take before it counts as dead; short where a test
+// kills one, long elsewhere so that a loaded machine cannot make a live one look dead.
+TrainOptions psOptions(int servers, bool async, int64_t staleness = 4, double timeout = 30) {
   TrainOptions o = TrainOptions::parse({"--mode", "ps", "--servers", std::to_string(servers),
                                         "--epochs", "1", "--batch-size", "32", "--ps-timeout",
-                                        "2", "--max-staleness", std::to_string(staleness)});
+                                        std::to_string(timeout), "--max-staleness",
+                                        std::to_string(staleness)});
   o.psAsync = async;
   o.progress = false;
   return o;
@@ -85,7 +88,7 @@ TEST(ParameterServer, AsyncStalenessStaysWithinTheBound) {
 TEST(ParameterServer, DeadWorkerDoesNotStopTheServer) {
   PsFaults f;
   f.workerDiesAfter = 3;
-  const Outcome r = runPs(3, psOptions(1, false), f, 2);
+  const Outcome r = runPs(3, psOptions(1, false, 4, 2), f, 2);
   for (const auto& e : r.errors) EXPECT_EQ(e, "");
   EXPECT_EQ(r.server0.deadWorkers, 1);
   EXPECT_EQ(r.server0.updates, 10);  // the live worker finished its epoch
@@ -95,7 +98,7 @@ TEST(ParameterServer, DeadWorkerDoesNotStopTheServer) {
 TEST(ParameterServer, DeadServerIsAClearError) {
   PsFaults f;
   f.serverDiesAfter = 2;
-  const Outcome r = runPs(2, psOptions(1, false), f, 0);
+  const Outcome r = runPs(2, psOptions(1, false, 4, 2), f, 0);
   EXPECT_NE(r.errors[1].find("parameter server rank 0"), std::string::npos) << r.errors[1];
   std::printf("worker error: %s\n", r.errors[1].c_str());
 }

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <numeric>
 
+#include "core/error.hpp"
 #include "loss.hpp"
 #include "model.hpp"
 #include "rank_threads.hpp"
@@ -17,6 +18,33 @@
 
 namespace collective::frontend {
 namespace {
+
+TEST(TrainModes, OptionsAreValidated) {
+  const TrainOptions p = TrainOptions::parse({"--mode", "pipeline", "--stages", "3",
+                                              "--micro-batches", "8"});
+  EXPECT_EQ(p.mode, "pipeline");
+  EXPECT_EQ(p.stages, 3);
+  EXPECT_EQ(p.microBatches, 8);
+  const TrainOptions q = TrainOptions::parse({"--mode=ps", "--servers", "2", "--ps-async",
+                                              "--max-staleness", "0"});
+  EXPECT_TRUE(q.psAsync);
+  EXPECT_EQ(q.maxStaleness, 0);
+  for (std::vector<std::string> bad : {
+           std::vector<std::string>{"--mode", "mesh"},
+           {"--mode", "pipeline", "--stages", "0"},
+           {"--mode", "pipeline", "--micro-batches", "0"},
+           {"--mode", "ps", "--servers", "0"},
+           {"--mode", "ps", "--max-staleness", "-1"},
+           {"--mode", "ps", "--ps-timeout", "0"},
+           {"--mode", "pipeline", "--precision", "bf16"},
+           {"--mode", "ps", "--compression", "int8"},
+           {"--mode", "pipeline", "--save", "x.ckpt"},
+           {"--precision", "fp8"},
+           {"--precision", "bf16", "--compression", "fp16"},
+           {"--max-steps", "-2"},
+       })
+    EXPECT_THROW(TrainOptions::parse(bad), coll::Error) << bad[0] << " " << bad[1];
+}
 
 TEST(Pipeline, SplitMinimisesTheMostExpensiveStage) {
   EXPECT_EQ(PipelineTrainer::splitLayers({1, 1, 1, 1}, 2), (std::vector<size_t>{0, 2, 4}));

@@ -320,7 +320,10 @@ void sumFloatSlices(void* out, const void* in, size_t stride, int n, size_t coun
   alignas(64) int64_t acc[kBlock];
   std::vector<float> wide;
   if constexpr (N != Narrow::None) wide.resize(static_cast<size_t>(n) * kBlock);
-  std::vector<const float*> ptrs(static_cast<size_t>(n));
+  // The ranks' values of the block (no allocation for small jobs: small calls are timed).
+  const float* inlinePtrs[64];
+  std::vector<const float*> heapPtrs(n > 64 ? static_cast<size_t>(n) : 0);
+  const float** ptrs = n > 64 ? heapPtrs.data() : inlinePtrs;
   for (size_t off = 0; off < count; off += kBlock) {
     const size_t m = std::min(kBlock, count - off);
     auto values = [&](int p) -> const float* {
@@ -341,7 +344,7 @@ void sumFloatSlices(void* out, const void* in, size_t stride, int n, size_t coun
       for (int p = 0; p < n; ++p) ptrs[p] = values(p);
       if constexpr (N == Narrow::None) {
         float* o = static_cast<float*>(out) + off;
-        done = floatPassesAvx2(emax, flags, acc, ptrs.data(), n, m, o, divisor);
+        done = floatPassesAvx2(emax, flags, acc, ptrs, n, m, o, divisor);
         if (done == m) continue;
         const size_t rest = m - done;
         std::fill_n(emax + done, rest, 0);
@@ -353,7 +356,7 @@ void sumFloatSlices(void* out, const void* in, size_t stride, int n, size_t coun
         finishFloatBlock<N>(out, off + done, acc + done, emax + done, flags + done, rest, divisor);
         continue;
       }
-      done = floatPassesAvx2(emax, flags, acc, ptrs.data(), n, m, nullptr, divisor);
+      done = floatPassesAvx2(emax, flags, acc, ptrs, n, m, nullptr, divisor);
     }
 #endif
     const size_t rest = m - done;

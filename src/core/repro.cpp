@@ -238,8 +238,10 @@ __attribute__((target("avx2"))) size_t floatPassesAvx2(int32_t* emax, uint32_t* 
       const __m256i kind = _mm256_blendv_epi8(inf, nanFlag, isNan);
       vflags = _mm256_or_si256(vflags, _mm256_and_si256(sp, kind));
     }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(emax + i), vmax);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(flags + i), vflags);
+    if (!out) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(emax + i), vmax);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(flags + i), vflags);
+    }
     // scale = 2^(frac - (max(emax, 1) - 126)): exponent field 1023 + frac + 126 - max(emax, 1).
     const __m256i em = _mm256_max_epi32(vmax, one);
     const __m256i emLo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(em));
@@ -294,12 +296,14 @@ __attribute__((target("avx2"))) size_t floatPassesAvx2(int32_t* emax, uint32_t* 
     if (!_mm256_testz_si256(needSlow, needSlow)) {
       alignas(32) int64_t a[8];
       alignas(32) uint32_t fl[8];
+      alignas(32) int32_t ex[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(ex), vmax);
       _mm256_store_si256(reinterpret_cast<__m256i*>(a), accLo);
       _mm256_store_si256(reinterpret_cast<__m256i*>(a + 4), accHi);
       _mm256_store_si256(reinterpret_cast<__m256i*>(fl), vflags);
       for (int k = 0; k < 8; ++k)
         if (fl[k] || a[k] >= kExactDouble || a[k] <= -kExactDouble)
-          finishFloatOne<Narrow::None>(out, i + k, a[k], emax[i + k], fl[k], divisor);
+          finishFloatOne<Narrow::None>(out, i + k, a[k], ex[k], fl[k], divisor);
     }
   }
   return i;

@@ -54,11 +54,6 @@ inline double pow2(int k) {  // 2^k for k in [-1022, 1023]
   return __builtin_bit_cast(double, static_cast<uint64_t>(1023 + k) << 52);
 }
 
-inline int64_t roundToInt(double d) {  // |d| <= 2^51
-  return static_cast<int64_t>(__builtin_bit_cast(uint64_t, d + kMagic) -
-                              __builtin_bit_cast(uint64_t, kMagic));
-}
-
 // ---------------------------------------------------------------- float (and 16-bit)
 
 // Pass 1 for one rank's values of a block.

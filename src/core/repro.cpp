@@ -54,11 +54,6 @@ inline double pow2(int k) {  // 2^k for k in [-1022, 1023]
   return __builtin_bit_cast(double, static_cast<uint64_t>(1023 + k) << 52);
 }
 
-inline int64_t roundToInt(double d) {  // |d| <= 2^51
-  return static_cast<int64_t>(__builtin_bit_cast(uint64_t, d + kMagic) -
-                              __builtin_bit_cast(uint64_t, kMagic));
-}
-
 // ---------------------------------------------------------------- float (and 16-bit)
 
 // Pass 1 for one rank's values of a block.
@@ -207,8 +202,17 @@ void finishFloatBlock(void* out, size_t off, const int64_t* acc, const int32_t* 
 // Passes 1-3 for 8 elements at a time with the n values of each in registers: the
 // exponent maximum, flags and integer sums never go through memory between ranks' values.
 // The same operations as the portable loops, so the same bits.
+// With `out` (float32 results), pass 4 too: the results go straight to out, and only the
+// elements finishFloatLoop would not take (specials, sums of 2^53 or more) go through
+// finishFloatOne; emax, flags and acc are then not written.
 __attribute__((target("avx2"))) size_t floatPassesAvx2(int32_t* emax, uint32_t* flags, int64_t* acc,
-                                                        const float* const* x, int n, size_t m) {
+                                                        const float* const* x, int n, size_t m,
+                                                        float* out, int divisor) {
+  const __m256i oddIdx = _mm256_setr_epi32(1, 3, 5, 7, 0, 0, 0, 0), evenIdx = _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0);
+  const __m256d two32 = _mm256_set1_pd(4294967296.0);
+  const __m256i bigHi = _mm256_set1_epi32((1 << 21) - 1), bigLo = _mm256_set1_epi32(-(1 << 21));
+  const __m256i backBias = _mm256_set1_epi64x(1023 - 126 - kFrac);
+  const __m256d div = _mm256_set1_pd(divisor);
   const __m256i expMask = _mm256_set1_epi32(0xff), allOnes = _mm256_set1_epi32(0xff);
   const __m256i mantMask = _mm256_set1_epi32(0x7fffff), zero = _mm256_setzero_si256();
   const __m256i one = _mm256_set1_epi32(1), nanFlag = _mm256_set1_epi32(kNan);
@@ -229,8 +233,10 @@ __attribute__((target("avx2"))) size_t floatPassesAvx2(int32_t* emax, uint32_t* 
       const __m256i kind = _mm256_blendv_epi8(inf, nanFlag, isNan);
       vflags = _mm256_or_si256(vflags, _mm256_and_si256(sp, kind));
     }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(emax + i), vmax);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(flags + i), vflags);
+    if (!out) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(emax + i), vmax);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(flags + i), vflags);
+    }
     // scale = 2^(frac - (max(emax, 1) - 126)): exponent field 1023 + frac + 126 - max(emax, 1).
     const __m256i em = _mm256_max_epi32(vmax, one);
     const __m256i emLo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(em));
@@ -250,8 +256,50 @@ __attribute__((target("avx2"))) size_t floatPassesAvx2(int32_t* emax, uint32_t* 
       accLo = _mm256_add_epi64(accLo, _mm256_sub_epi64(_mm256_castpd_si256(tLo), magicBits));
       accHi = _mm256_add_epi64(accHi, _mm256_sub_epi64(_mm256_castpd_si256(tHi), magicBits));
     }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + i), accLo);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + i + 4), accHi);
+    if (!out) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + i), accLo);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + i + 4), accHi);
+      continue;
+    }
+    // Pass 4 as finishFloatLoop: the sum's 32-bit halves convert exactly, their sum
+    // rounds once (exactly below 2^53), the scaling by 2^(E - frac) is exact.
+    const __m256i his = _mm256_permute2x128_si256(_mm256_permutevar8x32_epi32(accLo, oddIdx),
+                                                  _mm256_permutevar8x32_epi32(accHi, oddIdx), 0x20);
+    const __m256i los = _mm256_permute2x128_si256(_mm256_permutevar8x32_epi32(accLo, evenIdx),
+                                                  _mm256_permutevar8x32_epi32(accHi, evenIdx), 0x20);
+    // his: high halves (signed) of the 8 sums; los: low halves (unsigned).
+    const __m256i big = _mm256_or_si256(_mm256_cmpgt_epi32(his, bigHi), _mm256_cmpgt_epi32(bigLo, his));
+    const __m256i needSlow = _mm256_or_si256(big, _mm256_cmpgt_epi32(vflags, zero));
+    __m256 r8;
+    {
+      __m128 halves[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m128i hi32 = h ? _mm256_extracti128_si256(his, 1) : _mm256_castsi256_si128(his);
+        const __m128i lo32 = h ? _mm256_extracti128_si256(los, 1) : _mm256_castsi256_si128(los);
+        __m256d lo = _mm256_cvtepi32_pd(lo32);  // signed view: add 2^32 where negative
+        lo = _mm256_add_pd(lo, _mm256_and_pd(_mm256_cmp_pd(lo, _mm256_setzero_pd(), _CMP_LT_OQ), two32));
+        const __m256d d = _mm256_add_pd(_mm256_mul_pd(_mm256_cvtepi32_pd(hi32), two32), lo);
+        const __m256i e = _mm256_cvtepi32_epi64(h ? _mm256_extracti128_si256(em, 1) : _mm256_castsi256_si128(em));
+        const __m256d back = _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_add_epi64(e, backBias), 52));
+        __m128 f = _mm256_cvtpd_ps(_mm256_mul_pd(d, back));
+        if (divisor > 1) f = _mm256_cvtpd_ps(_mm256_div_pd(_mm256_cvtps_pd(f), div));
+        halves[h] = f;
+      }
+      r8 = _mm256_set_m128(halves[1], halves[0]);
+    }
+    _mm256_storeu_ps(out + i, r8);
+    if (!_mm256_testz_si256(needSlow, needSlow)) {
+      alignas(32) int64_t a[8];
+      alignas(32) uint32_t fl[8];
+      alignas(32) int32_t ex[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(ex), vmax);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(a), accLo);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(a + 4), accHi);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(fl), vflags);
+      for (int k = 0; k < 8; ++k)
+        if (fl[k] || a[k] >= kExactDouble || a[k] <= -kExactDouble)
+          finishFloatOne<Narrow::None>(out, i + k, a[k], ex[k], fl[k], divisor);
+    }
   }
   return i;
 }
@@ -271,7 +319,10 @@ void sumFloatSlices(void* out, const void* in, size_t stride, int n, size_t coun
   alignas(64) int64_t acc[kBlock];
   std::vector<float> wide;
   if constexpr (N != Narrow::None) wide.resize(static_cast<size_t>(n) * kBlock);
-  std::vector<const float*> ptrs(static_cast<size_t>(n));
+  // The ranks' values of the block (no allocation for small jobs: small calls are timed).
+  const float* inlinePtrs[64];
+  std::vector<const float*> heapPtrs(n > 64 ? static_cast<size_t>(n) : 0);
+  const float** ptrs = n > 64 ? heapPtrs.data() : inlinePtrs;
   for (size_t off = 0; off < count; off += kBlock) {
     const size_t m = std::min(kBlock, count - off);
     auto values = [&](int p) -> const float* {
@@ -290,7 +341,21 @@ void sumFloatSlices(void* out, const void* in, size_t stride, int n, size_t coun
 #if COLL_REPRO_AVX2
     if (haveAvx2()) {
       for (int p = 0; p < n; ++p) ptrs[p] = values(p);
-      done = floatPassesAvx2(emax, flags, acc, ptrs.data(), n, m);
+      if constexpr (N == Narrow::None) {
+        float* o = static_cast<float*>(out) + off;
+        done = floatPassesAvx2(emax, flags, acc, ptrs, n, m, o, divisor);
+        if (done == m) continue;
+        const size_t rest = m - done;
+        std::fill_n(emax + done, rest, 0);
+        std::fill_n(flags + done, rest, 0u);
+        std::fill_n(acc + done, rest, int64_t{0});
+        for (int p = 0; p < n; ++p) floatExponents(emax + done, flags + done, values(p) + done, rest);
+        for (size_t i = done; i < m; ++i) scale[i] = pow2(kFrac - (std::max(emax[i], 1) - 126));
+        for (int p = 0; p < n; ++p) floatAccumulate(acc + done, scale + done, values(p) + done, rest);
+        finishFloatBlock<N>(out, off + done, acc + done, emax + done, flags + done, rest, divisor);
+        continue;
+      }
+      done = floatPassesAvx2(emax, flags, acc, ptrs, n, m, nullptr, divisor);
     }
 #endif
     const size_t rest = m - done;
@@ -376,7 +441,7 @@ void sumDoubleSlices(double* out, const double* in, size_t stride, int n, size_t
 
 constexpr int kSlotIn = 20, kSlotBlocks = 21, kSlotOut = 22;
 // Calls whose whole input, from every rank, is at most this big all-gather it (one step).
-constexpr size_t kAllGatherBytes = size_t{64} << 10;
+constexpr size_t kAllGatherBytes = size_t{8} << 10;
 
 OpArgs subOp(OpKind kind, const void* send, void* recv, size_t count, collDataType_t dt, int root = 0) {
   OpArgs s;

@@ -223,7 +223,7 @@ int main(int argc, char** argv) {
   collCommCount(job.comm, &job.n);
   const char* mode = getenv("COLL_REPRODUCIBLE");
   const bool modeOn = mode && std::string(mode) == "1";
-  // 1 and 1000: all-gather path; 70000 (float32: 280 KB): all-to-all path, with a
+  // 1 (and 1000 of float32 on 2 ranks): all-gather path; 1000 and 70001: all-to-all path, with a
   // count that does not split evenly before rounding up; 600000 with --big: several MB.
   std::vector<size_t> counts = {1, 1000, 70001};
   if (big) counts.push_back(600000);

@@ -69,6 +69,32 @@ def case_allreduce_every_op_and_dtype(ctx):
             close(y, want, dtype, what + " in place")
 
 
+def case_reproducible_sum_and_average(ctx):
+    # Every rank builds the same set of inputs and takes one by an assignment that changes
+    # between calls: SumReproducible's bits must not change; Average divides that sum.
+    hvd = ctx.hvd
+    gen = torch.Generator().manual_seed(5)
+    n = 20001
+    inputs = [(torch.rand(n, generator=gen, dtype=torch.float64) * 2 - 1).float() * 10 ** (i % 5)
+              for i in range(ctx.size)]
+    exact = torch.stack([x.double() for x in inputs]).sum(0)
+    results = []
+    for shift in range(ctx.size):
+        mine = inputs[(ctx.rank + shift) % ctx.size]
+        results.append(hvd.allreduce(mine, op=hvd.SumReproducible, name=f"repro.{shift}"))
+        avg = hvd.allreduce(mine, op=hvd.AverageReproducible, name=f"repro_avg.{shift}")
+        assert torch.equal(avg, (results[-1].double() / ctx.size).float()), "average is not the sum / n"
+    for r in results[1:]:
+        assert torch.equal(r, results[0]), "the reproducible sum changed with the assignment"
+    # The documented bound: half an ulp of the result plus n * 2^(E - 51), E above every |x|.
+    biggest = torch.stack([x.double().abs() for x in inputs]).max(0).values
+    bound = exact.abs() * 2 ** -24 + ctx.size * biggest * 2 ** -50 + 1e-300
+    assert torch.all((results[0].double() - exact).abs() <= bound), "beyond the error bound"
+
+    ints = hvd.allreduce(torch.tensor([ctx.rank + 1] * 4, dtype=torch.int32), op=hvd.SumReproducible)
+    assert ints.tolist() == [ctx.size * (ctx.size + 1) // 2] * 4
+
+
 def case_allreduce_shapes(ctx):
     hvd = ctx.hvd
     # A scalar, an empty tensor, a non-contiguous input, a large one (several fusion

@@ -189,9 +189,11 @@ TEST(PerfParseArgs, AllTypesOpsAndRoots) {
   Options o = parse({"-d", "all", "-o", "all", "-r", "all"});
   ASSERT_EQ(o.types.size(), 12u);
   for (int t = 0; t < 12; ++t) EXPECT_EQ(o.types[t], collDataType_t(t));
-  ASSERT_EQ(o.ops.size(), 8u);
+  ASSERT_EQ(o.ops.size(), 10u);
   EXPECT_EQ(o.ops[4], collAvg);
   EXPECT_EQ(o.ops[7], collBxor);
+  EXPECT_EQ(o.ops[8], collSumReproducible);
+  EXPECT_EQ(o.ops[9], collAvgReproducible);
   EXPECT_TRUE(o.allRoots);
 }
 

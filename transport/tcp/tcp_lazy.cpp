@@ -58,7 +58,13 @@ class LazyAcceptor {
     wake_ = Socket(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_.valid()) COLL_THROW(collSystemError, "tcp: eventfd: ", sysErrorText(errno));
     try {
-      thread_ = std::thread([this] { loop(); });
+      thread_ = std::thread([this] {
+        try {
+          loop();
+        } catch (const std::exception& e) {  // out of memory, say: dialers then time out
+          COLL_WARN("tcp: rank %d: the connection thread stopped: %s", rank_, e.what());
+        }
+      });
     } catch (const std::system_error& e) {
       COLL_THROW(collSystemError, "tcp: cannot start the connection thread: ", e.what());
     }

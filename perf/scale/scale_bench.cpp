@@ -5,12 +5,16 @@
 // went through the rendezvous root (which this process hosts).
 //
 //   scale_bench --ranks N [--hosts H] [--count C] [--timeout S] [--header]
-//               [--fault absent:R | --fault mismatch:R]
+//               [--fault absent:R | --fault mismatch:R | --fault dies:R]
 //
 // --fault (a check, not a measurement): rank R never calls init (absent) or calls it with
 // N + 1 ranks (mismatch). Every rank's init must then fail within COLL_TIMEOUT + 10 s
 // with an error naming R as missing (R itself: its size), holding no more
-// descriptors than before; exits 0 when all of that holds.
+// descriptors than before. dies: rank R kills itself (SIGKILL) after init, before the
+// first all-reduce; every other rank must then fail (in the all-reduce, or in its init
+// when that was still making links) within COLL_TIMEOUT / 2 + 5 s, naming a rank (some
+// name R), and destroy must release what the communicator held. Exits 0 when all of
+// that holds.
 //
 // Prints one table row (--header: the column names first). Times in milliseconds:
 // init_med/init_max the median and slowest rank's collCommInitRank, init_cpu the CPU time
@@ -106,7 +110,7 @@ void fail(Rec* r, const char* what, collResult_t rc, collComm_t comm) {
   snprintf(r->err, sizeof r->err, "%s: %s", what, collGetLastError(comm));
 }
 
-enum class Fault { None, Absent, Mismatch };
+enum class Fault { None, Absent, Mismatch, Dies };
 
 // One rank: everything it measures goes back through `out`.
 void rankMain(int rank, int nranks, int hosts, size_t count, int idFd, int out, Fault fault, int victim) {
@@ -137,7 +141,8 @@ void rankMain(int rank, int nranks, int hosts, size_t count, int idFd, int out, 
     writeAll(out, &r, sizeof r);
     _exit(1);
   }
-  if (fault != Fault::None) {
+  if (fault == Fault::Dies && rank == victim) raise(SIGKILL);
+  if (fault == Fault::Absent || fault == Fault::Mismatch) {
     snprintf(r.err, sizeof r.err, "init succeeded although rank %d %s", victim,
              fault == Fault::Absent ? "never joined" : "asked for another size");
     collCommDestroy(comm);
@@ -213,17 +218,34 @@ double pick(std::vector<double> v, double q) {
 // of what it had opened.
 int checkFault(const std::vector<Rec>& recs, Fault fault, int victim, double wallMs) {
   const char* t = getenv("COLL_TIMEOUT");
-  const double limitMs = ((t ? atof(t) : 300) + 10) * 1e3;
+  const double limitMs = ((t ? atof(t) : 300) + 10) * 1e3;  // Dies: half of it
   // The root's notice ("missing ranks: R"), or a rank that gave up first and left, whose
   // notice says whom the job still waited for.
   const std::string missing = "missing ranks: " + std::to_string(victim);
   const std::string waited = "rank " + std::to_string(victim) + " to join";
+  const std::string died = "rank " + std::to_string(victim) + " (";
   int bad = 0, named = 0;
   for (int r = 0; r < static_cast<int>(recs.size()); ++r) {
     const Rec& x = recs[r];
-    if (fault == Fault::Absent && r == victim) continue;
+    if ((fault == Fault::Absent || fault == Fault::Dies) && r == victim) continue;
     std::string why;
     const std::string err = x.err;
+    if (fault == Fault::Dies) {
+      // Its peers see it go (a link, the bootstrap); the others hear of it from the root.
+      // A rank may still be in its init when the victim goes (links of other pairs
+      // being made), and a rank that fails tells its neighbours by closing its links,
+      // so an error may name the neighbour that left instead of the victim.
+      const double ms = err.rfind("init", 0) == 0 ? x.initMs : x.firstArMs;
+      if (x.ok || x.code == 0) why = err.empty() ? "no report" : err;
+      else if (err.rfind("allreduce", 0) != 0 && err.rfind("init", 0) != 0)
+        why = "failed elsewhere than in init or the first all-reduce";
+      else if (ms > limitMs / 2) why = "noticed only after " + std::to_string(ms) + " ms";
+      else if (x.fdsLeft > 0) why = "still holds " + std::to_string(x.fdsLeft) + " descriptors after destroy";
+      else if (err.find("rank ") == std::string::npos) why = "the error names no rank";
+      if (err.find(died) != std::string::npos) ++named;
+      if (!why.empty() && bad++ < 5) fprintf(stderr, "rank %d: %s (%s)\n", r, why.c_str(), err.c_str());
+      continue;
+    }
     if (x.ok || x.code == 0) why = err.empty() ? "no report" : err;
     else if (x.initMs > limitMs) why = "failed only after " + std::to_string(x.initMs) + " ms";
     else if (x.fdsLeft > 0) why = "still holds " + std::to_string(x.fdsLeft) + " descriptors";
@@ -237,8 +259,9 @@ int checkFault(const std::vector<Rec>& recs, Fault fault, int victim, double wal
   }
   // A rank whose own deadline passes before the root's notice reaches it can only say
   // it timed out; the others must have been told whom the job waited for.
-  if (!named && bad++ < 5) fprintf(stderr, "no rank's error names rank %d as missing\n", victim);
-  printf("fault %s:%d: %zu ranks, %s in %.0f ms; e.g. rank %d: %s\n", fault == Fault::Absent ? "absent" : "mismatch",
+  if (!named && bad++ < 5) fprintf(stderr, "no rank's error names rank %d\n", victim);
+  printf("fault %s:%d: %zu ranks, %s in %.0f ms; e.g. rank %d: %s\n",
+         fault == Fault::Absent ? "absent" : fault == Fault::Mismatch ? "mismatch" : "dies",
          victim, recs.size(), bad ? "FAILED" : "every rank failed as it should", wallMs, victim == 0 ? 1 : 0,
          recs[victim == 0 ? 1 : 0].err);
   return bad ? 1 : 0;
@@ -267,9 +290,10 @@ int main(int argc, char** argv) {
       std::string f = val();
       size_t colon = f.find(':');
       std::string kind = f.substr(0, colon);
-      fault = kind == "absent" ? Fault::Absent : kind == "mismatch" ? Fault::Mismatch : Fault::None;
+      fault = kind == "absent" ? Fault::Absent : kind == "mismatch" ? Fault::Mismatch
+            : kind == "dies" ? Fault::Dies : Fault::None;
       victim = colon == std::string::npos ? -1 : atoi(f.c_str() + colon + 1);
-      if (fault == Fault::None || victim < 0) { fprintf(stderr, "--fault absent:R or mismatch:R\n"); return 2; }
+      if (fault == Fault::None || victim < 0) { fprintf(stderr, "--fault absent:R, mismatch:R or dies:R\n"); return 2; }
     }
     else { fprintf(stderr, "usage: %s --ranks N [--hosts H] [--count C] [--timeout S] [--header]\n", argv[0]); return 2; }
   }

@@ -319,7 +319,7 @@ void Comm::reportMemory(const char* when) const {
 }
 
 Link& Comm::link(int peer) {
-  if (!links_[peer]) connectOnFirstUse(peer);
+  if (peer < 0 || peer >= nranks_ || !links_[peer]) connectOnFirstUse(peer);
   return *links_[peer];
 }
 

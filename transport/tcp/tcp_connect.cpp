@@ -205,6 +205,19 @@ void checkPeers(const TransportContext& ctx, const std::vector<int>& peers) {
 
 }  // namespace
 
+Socket dialPeer(const sockaddr_storage& addr, const Deadline& deadline, Bootstrap* bootstrap, int rank, int peer) {
+  for (;;) {
+    try {
+      return connectWithRetry(addr, Deadline(std::min(deadline.remainingSeconds(), 0.25)));
+    } catch (const Error& e) {
+      if (e.code() != collTimeout || deadline.expired()) throw;
+    }
+    std::string why;
+    if (bootstrap && bootstrap->failureReported(&why))
+      COLL_THROW(collRemoteError, "tcp: rank ", rank, " stopped connecting to rank ", peer, ": ", why);
+  }
+}
+
 std::map<int, PeerStreams> connectStreams(const TransportContext& ctx, const std::vector<int>& peers,
                                           const StreamOptions& opt) {
   COLL_CHECK_ARG(ctx.bootstrap && ctx.secret, "tcp connect: the context has no bootstrap or secret");
@@ -237,9 +250,20 @@ std::map<int, PeerStreams> connectStreams(const TransportContext& ctx, const std
       std::vector<uint8_t> hello = makeHello(ctx.rank, k, pair.streams, ctx.jobTag);
       Socket s;
       for (int attempt = 1;; ++attempt) {
-        s = connectWithRetry(recs[p].addr, deadline);
+        s = dialPeer(recs[p].addr, deadline, ctx.bootstrap, ctx.rank, p);
         setBufferSizes(s.fd(), opt.bufferBytes);
-        if (clientHandshakeOrBusy(s.fd(), ctx.secret, ConnRole::Tcp, hello.data(), hello.size(), deadline)) break;
+        bool in = false;
+        try {
+          in = clientHandshakeOrBusy(s.fd(), ctx.secret, ConnRole::Tcp, hello.data(), hello.size(), deadline);
+        } catch (const Error& e) {
+          // A peer that gave up (another rank failed) or died drops us: say whom we dialed,
+          // and why the job is failing where the bootstrap already knows.
+          std::string why;
+          const bool told = ctx.bootstrap->failureReported(&why);
+          COLL_THROW(e.code(), "tcp: rank ", ctx.rank, " connecting to rank ", p, ": ", e.what(),
+                     told ? "; the job is failing: " + why : std::string());
+        }
+        if (in) break;
         // Strangers crowd rank p's port: it dropped us to make room; connect again.
         if (deadline.expired())
           COLL_THROW(collTimeout, "tcp: rank ", ctx.rank, ": rank ", p, " dropped the connection as busy ",

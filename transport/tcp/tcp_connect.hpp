@@ -36,6 +36,11 @@ struct PeerStreams {
   size_t chunk = 0;
 };
 
+// Connects to a peer's listener, which has been up since the address exchange: a refused
+// connection means the peer has gone, so attempts run in short slices between which a
+// failure reported by `bootstrap` (may be null) ends them with collRemoteError.
+Socket dialPeer(const sockaddr_storage& addr, const Deadline& deadline, Bootstrap* bootstrap, int rank, int peer);
+
 // Collective over ctx.bootstrap (one allGather, also with no peers).
 std::map<int, PeerStreams> connectStreams(const TransportContext& ctx, const std::vector<int>& peers,
                                           const StreamOptions& opt);

@@ -58,7 +58,13 @@ class LazyAcceptor {
     wake_ = Socket(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_.valid()) COLL_THROW(collSystemError, "tcp: eventfd: ", sysErrorText(errno));
     try {
-      thread_ = std::thread([this] { loop(); });
+      thread_ = std::thread([this] {
+        try {
+          loop();
+        } catch (const std::exception& e) {  // out of memory, say: dialers then time out
+          COLL_WARN("tcp: rank %d: the connection thread stopped: %s", rank_, e.what());
+        }
+      });
     } catch (const std::system_error& e) {
       COLL_THROW(collSystemError, "tcp: cannot start the connection thread: ", e.what());
     }
@@ -242,7 +248,7 @@ class AwaitedLink final : public Link {
 }  // namespace
 
 LazyFactory::LazyFactory(const TransportContext& ctx, const std::vector<int>& peers, const StreamOptions& opt)
-    : rank_(ctx.rank), jobTag_(ctx.jobTag), secret_(ctx.secret), opt_(opt) {
+    : rank_(ctx.rank), bootstrap_(ctx.bootstrap), jobTag_(ctx.jobTag), secret_(ctx.secret), opt_(opt) {
   COLL_CHECK_ARG(ctx.bootstrap && ctx.secret, "tcp connect: the context has no bootstrap or secret");
   isPeer_.assign(ctx.nranks, 0);
   std::vector<int> lower;
@@ -285,7 +291,7 @@ std::unique_ptr<Link> LazyFactory::connect(int peer, const Deadline& deadline) {
   // The peer's connection thread answers whatever its own algorithm is doing.
   std::vector<Socket> socks;
   for (int k = 0; k < streams; ++k) {
-    Socket s = connectWithRetry(recs_[peer].addr, deadline);
+    Socket s = dialPeer(recs_[peer].addr, deadline, bootstrap_, rank_, peer);
     setBufferSizes(s.fd(), opt_.bufferBytes);
     std::vector<uint8_t> hello = makeHello(rank_, k, streams, jobTag_);
     clientHandshake(s.fd(), secret_, ConnRole::Tcp, hello.data(), hello.size(), deadline);

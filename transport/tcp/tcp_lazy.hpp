@@ -29,6 +29,7 @@ class LazyFactory final : public LinkFactory {
 
  private:
   int rank_;
+  Bootstrap* bootstrap_;
   std::string jobTag_;
   const uint8_t* secret_;
   StreamOptions opt_;

@@ -1,5 +1,5 @@
 """The torch.distributed backend "collective" (collective.distributed), in jobs of 2 and 3
-ranks started by torchrun, by collectiverun and by hand (tcp://, file://, store=), each
+ranks started by torchrun (and 1 rank), by collectiverun and by hand (tcp://, file://, store=), each
 rank running the cases of c10d_cases.py. Needs $COLL_C10D_MODULE (the built extension);
 meson sets it, with $COLLECTIVERUN.
 """
@@ -63,6 +63,10 @@ def by_hand(n, launch, *cases, timeout=120):
 
 
 ALL_OPS = ["allreduce", "rooted", "gathers", "alltoall", "p2p", "futures", "subgroups", "errors"]
+
+
+def test_torchrun_np1():
+    check(torchrun(1, "allreduce", "rooted", "gathers", "alltoall", "futures"), "torchrun -np 1")
 
 
 def test_torchrun_np2_ops_and_ddp():

@@ -6,6 +6,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -166,8 +167,10 @@ class CollWork final : public c10d::Work {
 
   // On the worker: the operation is over (exception set when it failed).
   void complete(std::exception_ptr e) { finish(e); }
-  // On a completion thread: runs the future's callbacks, which may wait for other work.
+  // Marks the future (running its callbacks, which may wait for other work), once: on a
+  // completion thread, or on the thread in wait() if that gets there first.
   void completeFuture() {
+    if (futureClaimed_.exchange(true)) return;
     if (exception_) future_->setError(exception_);
     else future_->markCompleted(c10::IValue(outputs_));
   }
@@ -181,7 +184,8 @@ class CollWork final : public c10d::Work {
                                  " did not complete within " + std::to_string(bound.count()) + " ms");
       if (exception_) std::rethrow_exception(exception_);
     }
-    future_->wait();  // marked right after completion, by a completion thread
+    completeFuture();  // no handoff to a completion thread where this thread can do it
+    future_->wait();
     return true;
   }
   bool isCompleted() override {
@@ -204,6 +208,7 @@ class CollWork final : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   std::chrono::milliseconds bound_;
   c10::intrusive_ptr<at::ivalue::Future> future_;
+  std::atomic<bool> futureClaimed_{false};
 };
 
 // ---- completion threads: a future's callbacks (DDP's comm hooks, PowerSGD) may wait for

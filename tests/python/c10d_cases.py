@@ -411,6 +411,29 @@ def case_smoke():
     expect("smoke all_reduce", t, torch.full((5,), float(sum(range(size)))))
 
 
+def case_frozen():
+    """Rank 1 stops (SIGSTOP) after a first all-reduce; the others' next all-reduce raises
+    within the group's timeout instead of waiting for it."""
+    import signal
+    rank = dist.get_rank()
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    if rank == 1:
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGSTOP)
+        os._exit(4)
+    start = time.time()
+    try:
+        dist.all_reduce(torch.ones(16))
+    except RuntimeError as e:
+        took = time.time() - start
+        assert "collective" in str(e), str(e)
+        assert took < TIMEOUT.total_seconds() * 3 + 5, took
+        print(f"rank {rank}: all_reduce with a frozen peer raised after {took:.1f} s: {str(e)[:200]}", flush=True)
+        os._exit(0)
+    raise AssertionError("all_reduce with a frozen peer did not raise")
+
+
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -107,3 +107,23 @@ def test_killed_rank_raises():
     assert rc1 == 3, f"rank 1 should have exited with 3:\n{out1}"
     assert rc0 == 0, f"rank 0 did not see the dead peer as an exception:\n{out0}"
     assert "raised after" in out0, out0
+
+
+def test_frozen_rank_times_out():
+    """A stopped peer: the other's all-reduce fails within the group's timeout (5 s here,
+    where COLL_TIMEOUT says 60), so the timeout of init_process_group is the library's."""
+    port = free_port()
+    procs = []
+    for r in range(2):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE="2", OMP_NUM_THREADS="1", C10D_TEST_TIMEOUT="5")
+        procs.append(subprocess.Popen([PY, CASES, f"tcp:127.0.0.1:{port}", "frozen"], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    try:
+        out0, _ = procs[0].communicate(timeout=60)
+    finally:
+        procs[1].kill()  # stopped: SIGKILL still ends it
+        procs[1].communicate()
+        if procs[0].poll() is None:
+            procs[0].kill()
+    assert procs[0].returncode == 0, f"rank 0 did not see the frozen peer as an exception:\n{out0}"
+    assert "frozen peer raised after" in out0 and "did not complete within COLL_TIMEOUT=5 s" in out0, out0

@@ -1,5 +1,5 @@
 """The torch.distributed backend "collective" (collective.distributed), in jobs of 2 and 3
-ranks started by torchrun (and 1 rank), by collectiverun and by hand (tcp://, file://, store=), each
+ranks started by torchrun (and 1 rank), by collectiverun, by mpirun and by hand (tcp://, file://, store=), each
 rank running the cases of c10d_cases.py. Needs $COLL_C10D_MODULE (the built extension);
 meson sets it, with $COLLECTIVERUN.
 """
@@ -84,6 +84,20 @@ def test_collectiverun_np2():
     cmd = [run, "-np", "2", "--timeout", "120", PY, CASES, "launcher", "rooted", "alltoall", "futures", "subgroups"]
     res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=150)
     check(res, "collectiverun -np 2")
+
+
+def test_mpirun_np2():
+    import shutil
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        pytest.skip("mpirun not found")
+    cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+    for var in ("PYTHONPATH", "COLL_C10D_MODULE", "COLL_SOCKET_IFNAME", "COLL_TIMEOUT", "COLL_LIBRARY"):
+        if var in os.environ:
+            cmd += ["-x", var]
+    cmd += [PY, CASES, "launcher", "smoke", "rooted"]
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    check(res, "mpirun -np 2")
 
 
 @pytest.mark.parametrize("method", ["tcp", "file", "store"])

@@ -285,6 +285,16 @@ ProcessGroupCollective::ProcessGroupCollective(const c10::intrusive_ptr<c10d::St
   const double sec = std::ceil(static_cast<double>(timeout.count()) / 1000.0);
   cfg.timeoutSec = static_cast<int>(std::min(sec, 1e9));
   check(collCommInitRankConfig(&comm_, size, id, rank, &cfg), "collCommInitRankConfig");
+  // Every rank has joined, so every rank has read the id: take it out of the store, so
+  // that a later group made with the same prefix (init, destroy, init again) cannot meet it.
+  if (rank == 0) {
+    try {
+      store->deleteKey(key);
+    } catch (const std::exception&) {
+      // A store without deleteKey keeps it: a group made again under the same prefix
+      // then needs a fresh store.
+    }
+  }
   worker_ = std::thread([this] { workerLoop(); });
 }
 

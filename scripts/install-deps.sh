@@ -10,6 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev zlib1g-dev libgloo-dev
   python3-torch dataset-fashion-mnist
+  libtorch-dev pybind11-dev python3-dev python3-pytest
   iproute2 procps
   slurm-wlm munge python3-matplotlib
   clang libfuzzer-14-dev

@@ -129,7 +129,7 @@ extern "C" COLL_EXPORT collResult_t collCommShrink(collComm_t comm, const int* e
     });
     std::unique_ptr<Comm> child;
     try {
-      child = Comm::create(id, newRank, newN, &cancel);
+      child = Comm::create(id, newRank, newN, &cancel, parent.givenConfig());
     } catch (const Error& e) {
       done.store(true);
       watcher.join();
@@ -187,6 +187,6 @@ extern "C" COLL_EXPORT collResult_t collCommGrow(collComm_t comm, int nNew, coll
     Recovery& rec = parent.recovery();
     const UniqueIdData id = rec.derivedId("grow", rec.nextGrowAttempt(), 0);
     if (parent.rank() == 0) rec.hostRendezvous(id, n + nNew, parent.timeoutSec());
-    publish(newcomm, Comm::create(id, parent.rank(), n + nNew, &parent.abortFlag()));
+    publish(newcomm, Comm::create(id, parent.rank(), n + nNew, &parent.abortFlag(), parent.givenConfig()));
   });
 }

@@ -1,6 +1,7 @@
 #include "transport/tcp/tcp_lazy.hpp"
 
 #include <errno.h>
+#include <time.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -144,13 +145,18 @@ class LazyAcceptor {
         return;
       }
       Pending p{Socket(fd), hs::ServerHandshake(secret_, ConnRole::Tcp), Deadline(kHandshakeSec)};
-      if (pending_.size() >= kMaxPending) {
-        COLL_WARN("tcp: rank %d refused a connection: %zu are already handshaking", rank_, pending_.size());
-        continue;
-      }
       if (p.hs.start(fd) != hs::ServerHandshake::Status::InProgress) {
         COLL_WARN("tcp: rank %d dropped an incoming connection: %s", rank_, p.hs.why().c_str());
         continue;
+      }
+      if (pending_.size() >= kMaxPending) {
+        // As at init (tcp_connect.cpp): the newcomer may be a real peer held out by
+        // strangers, so the oldest unproven connection goes, told it was busy.
+        if (evicted_++ % 100 == 0)
+          COLL_WARN("tcp: rank %d: %zu connections stuck in the handshake; dropping the oldest (%zu so far)",
+                    rank_, pending_.size(), evicted_);
+        hs::sendBusy(pending_.front().sock.fd());
+        pending_.erase(pending_.begin());
       }
       pending_.push_back(std::move(p));
     }
@@ -185,6 +191,7 @@ class LazyAcceptor {
   const uint8_t* secret_;
   std::vector<int> expected_;  // sorted: the lower-ranked peers, which dial us
   std::vector<Pending> pending_;  // the thread's own
+  size_t evicted_ = 0;            // unproven connections dropped to make room
   std::mutex mu_;
   std::map<uint32_t, std::map<uint32_t, Socket>> got_;  // rank -> stream -> socket, under mu_
   std::atomic<bool> stop_{false};
@@ -291,10 +298,19 @@ std::unique_ptr<Link> LazyFactory::connect(int peer, const Deadline& deadline) {
   // The peer's connection thread answers whatever its own algorithm is doing.
   std::vector<Socket> socks;
   for (int k = 0; k < streams; ++k) {
-    Socket s = dialPeer(recs_[peer].addr, deadline, bootstrap_, rank_, peer);
-    setBufferSizes(s.fd(), opt_.bufferBytes);
     std::vector<uint8_t> hello = makeHello(rank_, k, streams, jobTag_);
-    clientHandshake(s.fd(), secret_, ConnRole::Tcp, hello.data(), hello.size(), deadline);
+    Socket s;
+    for (int attempt = 1;; ++attempt) {
+      s = dialPeer(recs_[peer].addr, deadline, bootstrap_, rank_, peer);
+      setBufferSizes(s.fd(), opt_.bufferBytes);
+      if (clientHandshakeOrBusy(s.fd(), secret_, ConnRole::Tcp, hello.data(), hello.size(), deadline)) break;
+      // Strangers crowd the peer's port: it dropped us to make room; connect again.
+      if (deadline.expired())
+        COLL_THROW(collTimeout, "tcp: rank ", rank_, ": rank ", peer, " dropped the connection as busy ", attempt,
+                   " times before the deadline (a flood of other connections?)");
+      struct timespec ts = {0, std::min<long>(20, attempt * 2) * 1000 * 1000L};
+      nanosleep(&ts, nullptr);
+    }
     setNoDelay(s.fd());
     setNonBlocking(s.fd(), true);
     socks.push_back(std::move(s));

@@ -256,6 +256,20 @@ TEST(TopoXml, MissingAndCorruptFiles) {
   expectError([] { discoverLocal(Config::fromEnv()); }, collInvalidArgument, {"COLL_TOPO_FILE", "corrupt.xml"});
 }
 
+// A PU or NUMA node without an os_index (or with an absurd one) made hwloc build bitmaps
+// of 512 MB and spend seconds on the file (found by fuzzing): refused, naming the line.
+TEST(TopoXml, PuOrNumaNodeWithoutAPlausibleOsIndex) {
+  TempDir dir;
+  const std::string numa = "type=\"NUMANode\" os_index=\"0\"";
+  for (const char* bad : {"type=\"NUMANode\"", "type=\"NUMANode\" os_index=\"4294967295\"",
+                          "type=\"NUMANode\" os_index=\"-1\""}) {
+    std::string path = editedCopy(dir, "gpu8_ib4.xml", numa, bad);
+    expectError([&] { loadXml(path); }, collInvalidArgument, {path.c_str(), "NUMA node without a plausible os_index"});
+  }
+  std::string pu = editedCopy(dir, "gpu8_ib4.xml", "type=\"PU\" os_index=\"0\"", "type=\"PU\" os_index=\"1048576\"");
+  expectError([&] { loadXml(pu); }, collInvalidArgument, {"PU without a plausible os_index", "line "});
+}
+
 TEST(TopoXml, NicSpeedThatIsNotANumberOfMbps) {
   TempDir dir;
   const std::string good = "<info name=\"LinkSpeedMbps\" value=\"200000\"/>";

@@ -270,6 +270,18 @@ TEST(TopoXml, PuOrNumaNodeWithoutAPlausibleOsIndex) {
   expectError([&] { loadXml(pu); }, collInvalidArgument, {"PU without a plausible os_index", "line "});
 }
 
+// An object with a cpuset but no complete_cpuset crashed hwloc_topology_load (a null
+// dereference inside hwloc; found by fuzzing): refused before hwloc reads the file.
+TEST(TopoXml, ObjectWithASetButNoCompleteSet) {
+  TempDir dir;
+  for (const char* set : {"cpuset", "nodeset"}) {
+    const std::string from = std::string(" complete_") + set + "=";
+    std::string path = editedCopy(dir, "gpu8_ib4.xml", from, std::string(" complete_") + set + "_typo=");
+    expectError([&] { loadXml(path); }, collInvalidArgument,
+                {path.c_str(), (std::string("with a ") + set + " but no complete_" + set).c_str()});
+  }
+}
+
 TEST(TopoXml, NicSpeedThatIsNotANumberOfMbps) {
   TempDir dir;
   const std::string good = "<info name=\"LinkSpeedMbps\" value=\"200000\"/>";

@@ -84,7 +84,7 @@ for t in "${targets[@]}"; do
   args=(-max_len="${MAXLEN[$t]:-4096}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb="${MALLOC_MB[$t]:-4}"
         -print_final_stats=1 -artifact_prefix="$FUZZ_DIR/crash-$t-")
   if [ "$SECS" -gt 0 ]; then args+=(-max_total_time="$SECS"); else args+=(-runs=0); fi
-  if ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  if ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=tests/fuzz/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 \
       "$FUZZ_DIR/fuzz_$t" "${args[@]}" "$new" "$corpus" ${EXTRA_CORPUS[$t]:-} >"$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo ?)
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo ?)

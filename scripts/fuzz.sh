@@ -38,14 +38,22 @@ declare -A SOURCES=(
   [tuner_table]=""
   [ib_wire]="transport/net/ib/ib_wire.cpp"
   [shm_segment]="transport/shm/shm_segment.cpp"
+  [xml_topology]="src/topology/hwloc_load.cpp src/topology/hwloc_extract.cpp src/topology/hwloc_numa.cpp src/topology/hwloc_nvlink.cpp"
 )
+# Libraries a target needs beyond the library's defaults.
+declare -A LIBS=([xml_topology]="-lhwloc")
+# Longest input (bytes): 4 KiB, except the topology files (the seeds in tests/data/topo
+# are 20-55 KB), which also start from those.
+declare -A MAXLEN=([xml_topology]=65536)
+declare -A EXTRA_CORPUS=([xml_topology]=tests/data/topo)
 # Most a single allocation may take (MB): these parsers read at most 4 KiB of input, and
 # an allocation much larger than that is a finding (a length or count believed before
 # the bytes back it). The bootstrap frames are the exception: an authenticated peer may
-# announce a frame up to the per-type bound, which the reader sizes its buffer for.
-declare -A MALLOC_MB=([bootstrap]=256)
+# announce a frame up to the per-type bound, which the reader sizes its buffer for; and
+# hwloc, building a topology from a file of up to 64 KiB, takes a few MB of its own.
+declare -A MALLOC_MB=([bootstrap]=256 [xml_topology]=64)
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(unique_id bootstrap handshake engine_wire tcp_link tuner_table ib_wire shm_segment)
+[ ${#targets[@]} -gt 0 ] || targets=(unique_id bootstrap handshake engine_wire tcp_link tuner_table ib_wire shm_segment xml_topology)
 
 obj() {  # compiles $1 once into the object folder, prints the object's path
   local o="$FUZZ_DIR/obj/$(echo "$1" | tr / _).o"
@@ -65,7 +73,7 @@ for t in "${targets[@]}"; do
   [ -f "$main" ] || main=tests/fuzz/fuzz_$t.c
   objs=("$(obj "$main")")
   for s in ${SOURCES[$t]}; do objs+=("$(obj "$s")"); done
-  "$CXX" $SAN "${objs[@]}" "$LIB" -lpthread -ldl -lrt -o "$FUZZ_DIR/fuzz_$t"
+  "$CXX" $SAN "${objs[@]}" "$LIB" ${LIBS[$t]:-} -lpthread -ldl -lrt -o "$FUZZ_DIR/fuzz_$t"
 done
 echo "fuzz: built ${#targets[@]} targets in $((SECONDS - start)) s"
 for t in "${targets[@]}"; do
@@ -73,11 +81,11 @@ for t in "${targets[@]}"; do
   new=$FUZZ_DIR/new/$t
   mkdir -p "$new" "$corpus"
   log=$FUZZ_DIR/$t.log
-  args=(-max_len=4096 -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb="${MALLOC_MB[$t]:-4}"
+  args=(-max_len="${MAXLEN[$t]:-4096}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb="${MALLOC_MB[$t]:-4}"
         -print_final_stats=1 -artifact_prefix="$FUZZ_DIR/crash-$t-")
   if [ "$SECS" -gt 0 ]; then args+=(-max_total_time="$SECS"); else args+=(-runs=0); fi
-  if ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-      "$FUZZ_DIR/fuzz_$t" "${args[@]}" "$new" "$corpus" >"$log" 2>&1; then
+  if ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=tests/fuzz/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 \
+      "$FUZZ_DIR/fuzz_$t" "${args[@]}" "$new" "$corpus" ${EXTRA_CORPUS[$t]:-} >"$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo ?)
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo ?)
     echo "fuzz: $t: $runs executions, $cov coverage points, no failure"

@@ -3,6 +3,7 @@
 // into an error instead of a wait) with their bounded close.
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -171,10 +172,12 @@ void contextFinalize(Context* ctx) {
     std::vector<Comm*> left(ctx->comms.begin(), ctx->comms.end());
     if (!left.empty()) logf(ctx, collNetLogInfo, "ucx: finalize closes %zu endpoints left open", left.size());
     for (Comm* c : left) closeComm(c);
+    // After a failure only what has finished is collected (UCX drops the rest with the
+    // worker; no user memory is involved): the flushes may wait for a peer cut off.
     if (!progressUntil(ctx, [&] {
           reapClosing(ctx);
           return ctx->closing.empty();
-        }))
+        }, ctx->sawFailure ? 0.0 : kCloseTimeoutSec))
       logf(ctx, collNetLogInfo, "ucx: finalize gives up on %zu endpoint closes (peers not responding)",
            ctx->closing.size());
   }
@@ -217,16 +220,19 @@ int createEndpoint(Context* ctx, const uint8_t* address, Comm* comm, const char*
   return 0;
 }
 
-int closeEndpoint(Context* ctx, Comm* comm, bool force) {
+int closeEndpoint(Context* ctx, Comm* comm, bool force, double deadline) {
   if (!comm->ep) return 0;
   force = force || comm->epState->status.load() != UCS_OK;
+  if (force) ctx->sawFailure = true;
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
   ucs_status_ptr_t r = ucp_ep_close_nbx(comm->ep, &p);
   comm->ep = nullptr;
   if (r == nullptr || UCS_PTR_IS_ERR(r)) return 0;  // closed (an error only says the peer is gone)
-  if (force) progressUntil(ctx, [&] { return ucp_request_check_status(r) != UCS_INPROGRESS; });
+  if (force)
+    progressUntil(ctx, [&] { return ucp_request_check_status(r) != UCS_INPROGRESS; },
+                  std::max(0.0, deadline - nowSec()));
   // A flushing close needs the peer to progress, which an idle peer does not: it ends in
   // the background (no user memory is involved), and UCX may report on the endpoint
   // until then, so its state stays with the request.

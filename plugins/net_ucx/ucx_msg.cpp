@@ -238,7 +238,10 @@ int closeComm(Comm* c) {
   }
   // An endpoint with requests in flight is dropped at once (UCX ends its sends as
   // cancelled); otherwise its close flushes what was sent, in the background.
-  closeEndpoint(ctx, c, busy > 0);
+  // One bound for the whole close, short after a failure (see kFailedCloseSec).
+  const bool failed = busy > 0 || (c->epState && c->epState->status.load() != UCS_OK);
+  const double deadline = nowSec() + (failed ? kFailedCloseSec : kCloseTimeoutSec);
+  closeEndpoint(ctx, c, busy > 0, deadline);
   auto released = [&] {
     for (Request& r : c->reqs) {
       pollSend(r.head, r.headStatus);  // check_status + free suit sends and receives alike
@@ -248,13 +251,14 @@ int closeComm(Comm* c) {
     return true;
   };
   int rc = 0;
-  if (!progressUntil(ctx, released)) {
+  if (!progressUntil(ctx, released, std::max(0.0, deadline - nowSec()))) {
     // Leave them to UCX (freed when they finish); say so, since their memory is in use.
     for (Request& r : c->reqs) {
       if (r.head) ucp_request_free(r.head);
       if (r.data) ucp_request_free(r.data);
     }
-    rc = fail("ucx: close: requests still in flight after %.0f s; UCX may still use their memory", kCloseTimeoutSec);
+    rc = fail("ucx: close: requests still in flight after %.1f s; UCX may still use their memory",
+              failed ? kFailedCloseSec : kCloseTimeoutSec);
   }
   if (c->kind != CommKind::Send) ctx->ids.erase(c->id());
   ctx->comms.erase(c);

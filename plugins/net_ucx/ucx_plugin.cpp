@@ -32,10 +32,13 @@
  *    Endpoint timeout") after a 50 ms grace for data already here. A peer killed with
  *    SIGKILL is noticed at once over tcp (its sockets close).
  *  - close*() cancels posted receives and force-closes a send endpoint with messages in
- *    flight (UCX cancels them), waiting at most 5 s for UCX to release every request, so
- *    no user memory is touched after close returns. Otherwise the endpoint's close
- *    flushes in the background (it needs the peer's progress); finalize waits for those
- *    at most 5 s.
+ *    flight (UCX cancels them). That is a close after a failure (the library's wait timed
+ *    out, or a peer died), so it waits only 0.1 s for UCX to release the requests it
+ *    cancels (locally, at once); what a cut link keeps (a matched request, until UCX's
+ *    transport gives up, seconds later) is left to UCX and close reports it, rather than
+ *    overrun COLL_TIMEOUT. Otherwise the endpoint's close flushes in the background (it
+ *    needs the peer's progress) and finalize waits for those at most 5 s, not at all
+ *    once a close followed a failure.
  *
  * Transports: UCX picks them (default UCX_TLS=all). Peer error handling admits only
  * transports that detect a dead peer, which in UCX 1.13 excludes posix/sysv shared

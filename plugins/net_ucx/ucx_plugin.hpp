@@ -26,6 +26,11 @@ constexpr int kMaxRequests = 64;
 constexpr size_t kPackMax = 1024;
 // How long close*() and finalize wait for UCX to let go of requests and endpoints.
 constexpr double kCloseTimeoutSec = 5.0;
+// The same after a failure (requests in flight, or the endpoint failed): the library
+// closes then because its own wait timed out or a peer died, so waiting any longer than
+// UCX needs to release what it cancels locally would overrun COLL_TIMEOUT; over a cut
+// link UCX keeps a matched request until its transport gives up (seconds).
+constexpr double kFailedCloseSec = 0.1;
 // After an endpoint reports its peer failed, receives still get this long to finish
 // with data that already arrived (it may sit on another socket than the error).
 constexpr double kFailGraceSec = 0.05;
@@ -115,6 +120,9 @@ struct Context {
   };
   std::vector<Closing> closing;
   std::string transports;          // e.g. "tcp", once an endpoint showed its lanes
+  // An endpoint failed or was closed after a failure: finalize then does not wait for
+  // the flushing closes of the others, which may need a peer that never answers.
+  bool sawFailure = false;
 };
 
 // This thread's last failure (printf-style); always returns 1 so callers can `return fail(...)`.
@@ -141,7 +149,8 @@ bool progressUntil(Context* ctx, F released, double timeoutSec = kCloseTimeoutSe
 int createEndpoint(Context* ctx, const uint8_t* address, Comm* comm, const char* what);
 // Closes comm's endpoint: with force (or when it failed) at once, UCX cancelling what
 // it still sends; otherwise with a flush that completes in the background.
-int closeEndpoint(Context* ctx, Comm* comm, bool force);
+// A forced close waits for UCX until `deadline` (nowSec() time) at most.
+int closeEndpoint(Context* ctx, Comm* comm, bool force, double deadline);
 // Releases the background closes that have finished.
 void reapClosing(Context* ctx);
 

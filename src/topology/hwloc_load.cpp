@@ -4,10 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "core/config.hpp"
@@ -54,6 +57,44 @@ int xmlMajorVersion(const std::string& path) {
   return i > at + tag.size() && i < head.size() && head[i] == '.' ? major : -1;
 }
 
+// hwloc numbers the bits of a PU's cpuset and of a NUMA node's nodeset by the object's
+// os_index, and gives an object without one the index 2^32 - 1: a file with a PU or NUMA
+// node lacking it (or with an index near that) makes hwloc build bitmaps of 512 MB and
+// spend seconds on each (found by fuzzing). Such a file is refused before hwloc reads it,
+// as is one that would crash hwloc (below).
+constexpr unsigned long kMaxOsIndex = 1ul << 20;
+
+void checkBeforeHwloc(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  for (size_t at = text.find("<object"); at != std::string::npos; at = text.find("<object", at + 7)) {
+    const size_t end = text.find('>', at);
+    const std::string tag = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    auto line = [&] { return 1 + std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'); };
+    // hwloc dereferences an object's complete sets wherever its sets are given: one
+    // missing is a crash inside hwloc_topology_load (found by fuzzing too).
+    for (const char* set : {"cpuset", "nodeset"})
+      if (tag.find(strCat(" ", set, "=\"")) != std::string::npos &&
+          tag.find(strCat(" complete_", set, "=\"")) == std::string::npos)
+        COLL_THROW(collInvalidArgument, what, ": '", path, "' line ", line(), ": an object with a ", set,
+                   " but no complete_", set);
+    if (tag.find(" type=\"PU\"") == std::string::npos && tag.find(" type=\"NUMANode\"") == std::string::npos) continue;
+    const size_t k = tag.find(" os_index=\"");
+    unsigned long idx = kMaxOsIndex;
+    if (k != std::string::npos) {
+      const char* digits = tag.c_str() + k + 11;
+      char* stop = nullptr;
+      idx = isdigit(static_cast<unsigned char>(*digits)) ? strtoul(digits, &stop, 10) : kMaxOsIndex;
+      if (!stop || *stop != '"') idx = kMaxOsIndex;
+    }
+    if (idx >= kMaxOsIndex) {
+      COLL_THROW(collInvalidArgument, what, ": '", path, "' line ", line(), ": a ",
+                 tag.find("\"PU\"") != std::string::npos ? "PU" : "NUMA node",
+                 " without a plausible os_index (a number below ", kMaxOsIndex, ")");
+    }
+  }
+}
+
 // hwloc drops IO objects unless asked. A file keeps everything its author wrote; the live
 // machine keeps the devices that matter (GPUs, NICs, storage) and the bridges above them.
 void loadXmlInto(Hwloc& h, const std::string& path, const char* what) {
@@ -66,6 +107,7 @@ void loadXmlInto(Hwloc& h, const std::string& path, const char* what) {
   if (fd < 0)
     COLL_THROW(collInvalidArgument, what, ": cannot read the hwloc XML file '", path, "': ", sysErrorText(errno));
   close(fd);
+  checkBeforeHwloc(path, what);
   hwloc_topology_set_io_types_filter(h.get(), HWLOC_TYPE_FILTER_KEEP_ALL);
   if (hwloc_topology_set_xml(h.get(), path.c_str()) == 0 && hwloc_topology_load(h.get()) == 0) return;
   const unsigned api = hwloc_get_api_version();  // of the library loaded (an API number, not the release)

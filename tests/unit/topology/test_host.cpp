@@ -256,6 +256,32 @@ TEST(TopoXml, MissingAndCorruptFiles) {
   expectError([] { discoverLocal(Config::fromEnv()); }, collInvalidArgument, {"COLL_TOPO_FILE", "corrupt.xml"});
 }
 
+// A PU or NUMA node without an os_index (or with an absurd one) made hwloc build bitmaps
+// of 512 MB and spend seconds on the file (found by fuzzing): refused, naming the line.
+TEST(TopoXml, PuOrNumaNodeWithoutAPlausibleOsIndex) {
+  TempDir dir;
+  const std::string numa = "type=\"NUMANode\" os_index=\"0\"";
+  for (const char* bad : {"type=\"NUMANode\"", "type=\"NUMANode\" os_index=\"4294967295\"",
+                          "type=\"NUMANode\" os_index=\"-1\""}) {
+    std::string path = editedCopy(dir, "gpu8_ib4.xml", numa, bad);
+    expectError([&] { loadXml(path); }, collInvalidArgument, {path.c_str(), "NUMA node without a plausible os_index"});
+  }
+  std::string pu = editedCopy(dir, "gpu8_ib4.xml", "type=\"PU\" os_index=\"0\"", "type=\"PU\" os_index=\"1048576\"");
+  expectError([&] { loadXml(pu); }, collInvalidArgument, {"PU without a plausible os_index", "line "});
+}
+
+// An object with a cpuset but no complete_cpuset crashed hwloc_topology_load (a null
+// dereference inside hwloc; found by fuzzing): refused before hwloc reads the file.
+TEST(TopoXml, ObjectWithASetButNoCompleteSet) {
+  TempDir dir;
+  for (const char* set : {"cpuset", "nodeset"}) {
+    const std::string from = std::string(" complete_") + set + "=";
+    std::string path = editedCopy(dir, "gpu8_ib4.xml", from, std::string(" complete_") + set + "_typo=");
+    expectError([&] { loadXml(path); }, collInvalidArgument,
+                {path.c_str(), (std::string("with a ") + set + " but no complete_" + set).c_str()});
+  }
+}
+
 TEST(TopoXml, NicSpeedThatIsNotANumberOfMbps) {
   TempDir dir;
   const std::string good = "<info name=\"LinkSpeedMbps\" value=\"200000\"/>";

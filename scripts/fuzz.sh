@@ -7,6 +7,8 @@
 #   bash scripts/fuzz.sh              build, then fuzz every target
 #   bash scripts/fuzz.sh TARGET...    only these (names as in tests/fuzz, without fuzz_)
 #   FUZZ_SECONDS=0 bash scripts/fuzz.sh   build and replay the corpora only
+# The mutations follow FUZZ_SEED (default 1), so a run repeats the same inputs for as long
+# as it lasts; another seed explores elsewhere.
 # New inputs the fuzzer finds go to $FUZZ_DIR/new/<target> (not into the tree); a crash
 # leaves its input in $FUZZ_DIR/crash-<target>-*. Exit 77 when clang or libFuzzer is
 # missing, 1 when a target failed.
@@ -82,7 +84,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$new" "$corpus"
   log=$FUZZ_DIR/$t.log
   args=(-max_len="${MAXLEN[$t]:-4096}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb="${MALLOC_MB[$t]:-4}"
-        -print_final_stats=1 -artifact_prefix="$FUZZ_DIR/crash-$t-")
+        -print_final_stats=1 -artifact_prefix="$FUZZ_DIR/crash-$t-" -seed="${FUZZ_SEED:-1}")
   if [ "$SECS" -gt 0 ]; then args+=(-max_total_time="$SECS"); else args+=(-runs=0); fi
   if ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=tests/fuzz/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 \
       "$FUZZ_DIR/fuzz_$t" "${args[@]}" "$new" "$corpus" ${EXTRA_CORPUS[$t]:-} >"$log" 2>&1; then

@@ -11,6 +11,7 @@ from .. import CollectiveError, __version__
 from .basics import (ProcessSet, add_process_set, cross_rank, cross_size, global_process_set,
                      init, is_initialized, local_rank, local_size, rank, remove_process_set,
                      shutdown, size)
+from . import elastic
 from .compression import Compression
 from .functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                         broadcast_parameters)

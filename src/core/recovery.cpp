@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -115,21 +116,34 @@ bool Recovery::pollNotices(int* from) {
     *from = revokedBy_.load();
     return *from >= 0;
   }
+  // Nothing here blocks: a notice still on its way is read at a later check, and a
+  // connection that says nothing (a stray one, a flood) is dropped after a second.
   for (int n = 0; n < 64; ++n) {
     Socket s(::accept4(notice_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!s.valid()) break;
+    if (pending_.size() >= 64) pending_.erase(pending_.begin());
+    pending_.push_back(Pending{std::move(s), {}, std::chrono::steady_clock::now()});
+  }
+  const auto now = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < pending_.size();) {
+    Pending& p = pending_[i];
     uint8_t buf[kNoticeBytes];
-    try {
-      recvAll(s.fd(), buf, sizeof(buf), Deadline(0.05));
-    } catch (const Error&) {
-      continue;  // a stray connection or a prober that left: nothing to say
+    const size_t want = kNoticeBytes - p.got.size();
+    const ssize_t k = ::recv(p.sock.fd(), buf, want, MSG_DONTWAIT);
+    if (k > 0) p.got.insert(p.got.end(), buf, buf + k);
+    const bool complete = p.got.size() == kNoticeBytes;
+    const bool gone = k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR) || now - p.since > std::chrono::seconds(1);
+    if (complete) {
+      bs::Reader r(p.got.data(), p.got.size(), "notice");
+      if (r.u32() == kNoticeMagic && memcmp(r.bytes(32), token_, 32) == 0) {
+        const uint32_t kind = r.u32();
+        const uint32_t who = r.u32();
+        if (kind == kNoticeRevoke && revokedBy_.load() < 0 && who < static_cast<uint32_t>(nranks_))
+          revokedBy_.store(static_cast<int>(who));
+      }
     }
-    bs::Reader r(buf, sizeof(buf), "notice");
-    if (r.u32() != kNoticeMagic || memcmp(r.bytes(32), token_, 32) != 0) continue;
-    const uint32_t kind = r.u32();
-    const uint32_t who = r.u32();
-    if (kind == kNoticeRevoke && revokedBy_.load() < 0 && who < static_cast<uint32_t>(nranks_))
-      revokedBy_.store(static_cast<int>(who));
+    if (complete || gone) pending_.erase(pending_.begin() + static_cast<long>(i));
+    else ++i;
   }
   *from = revokedBy_.load();
   return *from >= 0;

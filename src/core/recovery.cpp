@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -90,14 +91,27 @@ std::unique_ptr<Recovery> Recovery::create(Bootstrap& boot, const UniqueIdData& 
   r->rendezvous_ = listenOn(&a);
   r->notice_ = listenOn(&b);
   setNonBlocking(r->notice_.fd());
-  sockaddr_storage mine[2] = {a, b};
-  std::vector<uint8_t> all = boot.allGather(mine, sizeof(mine));
+  // The pid namespace too: peers on this kernel but in another container have pids that
+  // mean nothing here.
+  struct Blob {
+    sockaddr_storage rendezvous, notice;
+    uint64_t pidNs;
+  } mine{a, b, 0};
+  struct stat st{};
+  if (::stat("/proc/self/ns/pid", &st) == 0) mine.pidNs = static_cast<uint64_t>(st.st_ino) ^ (static_cast<uint64_t>(st.st_dev) << 32);
+  std::vector<uint8_t> all = boot.allGather(&mine, sizeof(mine));
   r->rendezvousAddrs_.resize(r->nranks_);
   r->noticeAddrs_.resize(r->nranks_);
+  std::vector<uint64_t> ns(r->nranks_);
   for (int p = 0; p < r->nranks_; ++p) {
-    memcpy(&r->rendezvousAddrs_[p], all.data() + p * sizeof(mine), sizeof(sockaddr_storage));
-    memcpy(&r->noticeAddrs_[p], all.data() + p * sizeof(mine) + sizeof(sockaddr_storage), sizeof(sockaddr_storage));
+    Blob theirs;
+    memcpy(&theirs, all.data() + p * sizeof(Blob), sizeof(Blob));
+    r->rendezvousAddrs_[p] = theirs.rendezvous;
+    r->noticeAddrs_[p] = theirs.notice;
+    ns[p] = theirs.pidNs;
   }
+  for (int p = 0; p < r->nranks_; ++p)  // pids are compared only within one pid namespace
+    if (ns[p] == 0 || ns[p] != ns[r->rank_]) r->kernelIds_[p] = 0;
   bs::Writer w;
   w.bytes(id.secret, kSecretBytes);
   w.str("revoke");

@@ -57,7 +57,6 @@ class Recovery {
   // Starts the rendezvous of `id` on this rank's rendezvous port for nranks ranks.
   void hostRendezvous(const UniqueIdData& id, int nranks, double timeoutSec);
 
-  uint64_t nextShrinkAttempt() { return shrinkAttempts_++; }
   uint64_t growAttempt() const { return growAttempts_; }
   uint64_t nextGrowAttempt() { return growAttempts_++; }
 
@@ -85,7 +84,6 @@ class Recovery {
   std::mutex pollMu_;                 // one thread drains the notice port at a time
   std::vector<Pending> pending_;      // under pollMu_
   std::atomic<int> revokedBy_{-1};    // the rank whose revoke notice came, if one did
-  std::atomic<uint64_t> shrinkAttempts_{0};
   std::atomic<uint64_t> growAttempts_{0};
 };
 

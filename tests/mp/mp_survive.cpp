@@ -292,7 +292,7 @@ int main(int argc, char** argv) {
     collComm_t shrunk = nullptr;
     bool inShrinkDone = plan.inShrink < 0;
     for (int attempt = 0;; ++attempt) {
-      if (attempt == 4) fail("no shrink succeeded in 4 attempts");
+      if (attempt == 12) fail("no shrink succeeded in 12 attempts");
       if (!inShrinkDone && rank == plan.inShrink)
         std::thread([ms = 20 + cycle * 7 % 80] {
           std::this_thread::sleep_for(std::chrono::milliseconds(ms));

@@ -170,6 +170,24 @@ void Acceptor::run(const Deadline& deadline) {
   }
 }
 
+// connectWithRetry in half-second slices: a peer that died while the job forms refuses
+// connections until the deadline, and its failure (or the parent's cancel) ends it sooner.
+Socket connectWatching(const TransportContext& ctx, int peer, const sockaddr_storage& addr, const Deadline& deadline) {
+  for (;;) {
+    try {
+      return connectWithRetry(addr, Deadline(std::min(deadline.remainingSeconds(), 0.5)));
+    } catch (const Error& e) {
+      if (e.code() != collTimeout || deadline.expired()) throw;
+    }
+    std::string why;
+    if (ctx.bootstrap->failureReported(&why))
+      COLL_THROW(collRemoteError, "tcp: rank ", ctx.rank, " stopped connecting to rank ", peer, ": ", why);
+    if (ctx.cancel && ctx.cancel->load())
+      COLL_THROW(collRemoteError, "tcp: rank ", ctx.rank, " stopped connecting to rank ", peer,
+                 ": the communicator being formed was cancelled");
+  }
+}
+
 std::vector<ListenRecord> exchange(const TransportContext& ctx, const ListenRecord& mine) {
   std::vector<uint8_t> all = ctx.bootstrap->allGather(&mine, sizeof(mine));
   COLL_ENFORCE_EQ(all.size(), sizeof(mine) * size_t(ctx.nranks), collInternalError,
@@ -219,7 +237,7 @@ std::map<int, PeerStreams> connectStreams(const TransportContext& ctx, const std
     PeerStreams& ps = out[p];
     ps.chunk = pair.chunk;
     for (int k = 0; k < pair.streams; ++k) {
-      Socket s = connectWithRetry(recs[p].addr, deadline);
+      Socket s = connectWatching(ctx, p, recs[p].addr, deadline);
       setBufferSizes(s.fd(), opt.bufferBytes);
       std::vector<uint8_t> hello = makeHello(ctx.rank, k, pair.streams, ctx.jobTag);
       clientHandshake(s.fd(), ctx.secret, ConnRole::Tcp, hello.data(), hello.size(), deadline);

@@ -186,7 +186,7 @@ collResult_t collCommRevoke(collComm_t comm);
  * this kernel by its pid, any other through its notice port), in increasing order. At
  * most `capacity` ranks are written to `ranks` (may be NULL when capacity is 0); *nFailed
  * gets how many there are. collCommFailureReason says what showed rank `rank` dead ("" for
- * a rank not found dead); the text lives until the next call on comm. */
+ * a rank not found dead); the text lives until this thread calls it again. */
 collResult_t collCommGetFailedRanks(collComm_t comm, int* ranks, int capacity, int* nFailed);
 const char* collCommFailureReason(collComm_t comm, int rank);
 /* Collective over the surviving ranks of comm (revoked or not): a new communicator

@@ -75,6 +75,10 @@ const char* collHvdLastError(void);
 /* Starts the process-wide engine from the environment (collectiverun, mpirun, Slurm:
  * as collCommInitFromEnv). collInvalidUsage if it already runs. */
 collResult_t collHvdInit(void);
+/* Starts it on `comm` instead (every rank of comm calls it); comm is not taken over:
+ * destroy it after collHvdShutdown. Used by the elastic mode of collective.torch, which
+ * replaces a shrunk or grown communicator (doc/recovery.md). */
+collResult_t collHvdInitComm(collComm_t comm);
 /* Stops it on every rank at their next round; pending operations fail. No-op when not
  * running. Handles stay readable until released. */
 collResult_t collHvdShutdown(void);

@@ -3,8 +3,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -89,14 +91,27 @@ std::unique_ptr<Recovery> Recovery::create(Bootstrap& boot, const UniqueIdData& 
   r->rendezvous_ = listenOn(&a);
   r->notice_ = listenOn(&b);
   setNonBlocking(r->notice_.fd());
-  sockaddr_storage mine[2] = {a, b};
-  std::vector<uint8_t> all = boot.allGather(mine, sizeof(mine));
+  // The pid namespace too: peers on this kernel but in another container have pids that
+  // mean nothing here.
+  struct Blob {
+    sockaddr_storage rendezvous, notice;
+    uint64_t pidNs;
+  } mine{a, b, 0};
+  struct stat st{};
+  if (::stat("/proc/self/ns/pid", &st) == 0) mine.pidNs = static_cast<uint64_t>(st.st_ino) ^ (static_cast<uint64_t>(st.st_dev) << 32);
+  std::vector<uint8_t> all = boot.allGather(&mine, sizeof(mine));
   r->rendezvousAddrs_.resize(r->nranks_);
   r->noticeAddrs_.resize(r->nranks_);
+  std::vector<uint64_t> ns(r->nranks_);
   for (int p = 0; p < r->nranks_; ++p) {
-    memcpy(&r->rendezvousAddrs_[p], all.data() + p * sizeof(mine), sizeof(sockaddr_storage));
-    memcpy(&r->noticeAddrs_[p], all.data() + p * sizeof(mine) + sizeof(sockaddr_storage), sizeof(sockaddr_storage));
+    Blob theirs;
+    memcpy(&theirs, all.data() + p * sizeof(Blob), sizeof(Blob));
+    r->rendezvousAddrs_[p] = theirs.rendezvous;
+    r->noticeAddrs_[p] = theirs.notice;
+    ns[p] = theirs.pidNs;
   }
+  for (int p = 0; p < r->nranks_; ++p)  // pids are compared only within one pid namespace
+    if (ns[p] == 0 || ns[p] != ns[r->rank_]) r->kernelIds_[p] = 0;
   bs::Writer w;
   w.bytes(id.secret, kSecretBytes);
   w.str("revoke");
@@ -115,21 +130,34 @@ bool Recovery::pollNotices(int* from) {
     *from = revokedBy_.load();
     return *from >= 0;
   }
+  // Nothing here blocks: a notice still on its way is read at a later check, and a
+  // connection that says nothing (a stray one, a flood) is dropped after a second.
   for (int n = 0; n < 64; ++n) {
     Socket s(::accept4(notice_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!s.valid()) break;
+    if (pending_.size() >= 64) pending_.erase(pending_.begin());
+    pending_.push_back(Pending{std::move(s), {}, std::chrono::steady_clock::now()});
+  }
+  const auto now = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < pending_.size();) {
+    Pending& p = pending_[i];
     uint8_t buf[kNoticeBytes];
-    try {
-      recvAll(s.fd(), buf, sizeof(buf), Deadline(0.05));
-    } catch (const Error&) {
-      continue;  // a stray connection or a prober that left: nothing to say
+    const size_t want = kNoticeBytes - p.got.size();
+    const ssize_t k = ::recv(p.sock.fd(), buf, want, MSG_DONTWAIT);
+    if (k > 0) p.got.insert(p.got.end(), buf, buf + k);
+    const bool complete = p.got.size() == kNoticeBytes;
+    const bool gone = k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR) || now - p.since > std::chrono::seconds(1);
+    if (complete) {
+      bs::Reader r(p.got.data(), p.got.size(), "notice");
+      if (r.u32() == kNoticeMagic && memcmp(r.bytes(32), token_, 32) == 0) {
+        const uint32_t kind = r.u32();
+        const uint32_t who = r.u32();
+        if (kind == kNoticeRevoke && revokedBy_.load() < 0 && who < static_cast<uint32_t>(nranks_))
+          revokedBy_.store(static_cast<int>(who));
+      }
     }
-    bs::Reader r(buf, sizeof(buf), "notice");
-    if (r.u32() != kNoticeMagic || memcmp(r.bytes(32), token_, 32) != 0) continue;
-    const uint32_t kind = r.u32();
-    const uint32_t who = r.u32();
-    if (kind == kNoticeRevoke && revokedBy_.load() < 0 && who < static_cast<uint32_t>(nranks_))
-      revokedBy_.store(static_cast<int>(who));
+    if (complete || gone) pending_.erase(pending_.begin() + static_cast<long>(i));
+    else ++i;
   }
   *from = revokedBy_.load();
   return *from >= 0;

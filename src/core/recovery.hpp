@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -56,7 +57,6 @@ class Recovery {
   // Starts the rendezvous of `id` on this rank's rendezvous port for nranks ranks.
   void hostRendezvous(const UniqueIdData& id, int nranks, double timeoutSec);
 
-  uint64_t nextShrinkAttempt() { return shrinkAttempts_++; }
   uint64_t growAttempt() const { return growAttempts_; }
   uint64_t nextGrowAttempt() { return growAttempts_++; }
 
@@ -76,9 +76,14 @@ class Recovery {
   std::mutex mu_;           // dead_, why_
   std::vector<char> dead_;
   std::vector<std::string> why_;
+  struct Pending {  // an accepted notice connection whose message is not all here yet
+    Socket sock;
+    std::vector<uint8_t> got;
+    std::chrono::steady_clock::time_point since;
+  };
   std::mutex pollMu_;                 // one thread drains the notice port at a time
+  std::vector<Pending> pending_;      // under pollMu_
   std::atomic<int> revokedBy_{-1};    // the rank whose revoke notice came, if one did
-  std::atomic<uint64_t> shrinkAttempts_{0};
   std::atomic<uint64_t> growAttempts_{0};
 };
 

@@ -107,8 +107,11 @@ extern "C" COLL_EXPORT collResult_t collCommShrink(collComm_t comm, const int* e
       COLL_THROW(collRemoteError, "rank ", host, ", the lowest surviving rank, which would host the new "
                  "communicator's rendezvous, has failed too (", rec.failureReason(host),
                  "): exclude it as well (collCommGetFailedRanks)");
-    const uint64_t attempt = rec.nextShrinkAttempt();
-    const UniqueIdData id = rec.derivedId("shrink", attempt, host);
+    // The id follows from the set left out, which every survivor passes alike (an attempt
+    // counter would drift apart between ranks that failed an attempt at different points).
+    uint64_t setId = 1469598103934665603ull;  // FNV-1a over the excluded ranks
+    for (int r : excluded) setId = (setId ^ static_cast<uint64_t>(r)) * 1099511628211ull;
+    const UniqueIdData id = rec.derivedId("shrink", setId, host);
     const int newN = static_cast<int>(survivors.size());
     if (host == me) rec.hostRendezvous(id, newN, parent.timeoutSec());
     // A survivor that dies meanwhile would leave the others waiting for it until
@@ -129,7 +132,20 @@ extern "C" COLL_EXPORT collResult_t collCommShrink(collComm_t comm, const int* e
     });
     std::unique_ptr<Comm> child;
     try {
-      child = Comm::create(id, newRank, newN, &cancel, parent.givenConfig());
+      // The host may still be serving an earlier, failed attempt on its port (until it
+      // notices), which drops the handshakes of this one: try again while time is left.
+      const Deadline until(parent.timeoutSec());
+      for (;;) {
+        try {
+          child = Comm::create(id, newRank, newN, &cancel, parent.givenConfig());
+          break;
+        } catch (const Error& e) {
+          if (host == me || cancel.load() || until.expired() ||
+              std::string(e.what()).find("bootstrap handshake with the root") == std::string::npos)
+            throw;
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+      }
     } catch (const Error& e) {
       done.store(true);
       watcher.join();

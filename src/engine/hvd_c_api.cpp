@@ -179,6 +179,13 @@ COLL_EXPORT collResult_t collHvdInit(void) {
   return guarded("collHvdInit", [] { hvd::init(); });
 }
 
+COLL_EXPORT collResult_t collHvdInitComm(collComm_t comm) {
+  return guarded("collHvdInitComm", [comm] {
+    HVD_CHECK(comm, "collHvdInitComm", ": comm is NULL");
+    hvd::init(comm);
+  });
+}
+
 COLL_EXPORT collResult_t collHvdShutdown(void) {
   return guarded("collHvdShutdown", [] { hvd::shutdown(); });
 }

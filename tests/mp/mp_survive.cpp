@@ -129,7 +129,10 @@ collResult_t checkedCall(collComm_t comm, int cycle, int index, const std::vecto
       rc = collBroadcast(buf.data(), buf.data(), count, collFloat32, root, comm, nullptr);
       if (rc != collSuccess) return rc;
       for (size_t i = 0; i < count; ++i)
-        if (buf[i] != static_cast<float>(i % 1000) + cycle) fail("broadcast: element " + std::to_string(i));
+        if (buf[i] != static_cast<float>(i % 1000) + cycle)
+          fail("broadcast (cycle " + std::to_string(cycle) + ", call " + std::to_string(index) + ", root " +
+               std::to_string(root) + " of " + std::to_string(n) + ", " + std::to_string(count) + " floats): element " +
+               std::to_string(i) + " is " + std::to_string(buf[i]));
       return rc;
     }
     default: {  // all-gather of each rank's proc id
@@ -209,19 +212,34 @@ int main(int argc, char** argv) {
   collComm_t comm = nullptr;
   check(collCommInitFromEnv(&comm), "collCommInitFromEnv", nullptr);
   collResult_t rc;
-  if (joiner) {  // the others tell which cycle they grew in
+  // Every cycle starts by checking its communicator (the first, or the grown one): the
+  // cycle's number from rank 0, everyone's proc id, one call. A victim of the cycle may die
+  // right after those and fail them on slower ranks: they are calls of the cycle.
+  bool skipBcast = false;
+  int firstCycle = 0;
+  std::vector<int> procs;
+  if (joiner && joinCycle < 0) {  // started by collectiverun: learn the cycle
     int32_t c = -1;
     check(collBroadcast(&c, &c, 1, collInt32, 0, comm, nullptr), "broadcast of the cycle", comm);
-    if (joinCycle >= 0 && c != joinCycle) fail("joined in cycle " + std::to_string(c) + ", expected " + std::to_string(joinCycle));
-    joinCycle = c;
+    firstCycle = c;
+    skipBcast = true;
+  } else if (joiner) {
+    firstCycle = joinCycle + 1;
   }
-  std::vector<int> procs = gatherProcs(comm, &rc);
-  check(rc, "all-gather of proc ids", comm);
-  int firstCycle = joinCycle >= 0 ? joinCycle + 1 : 0;
-  if (joinCycle >= 0) {
-    // A joiner meets the others where they check the grown communicator.
-    check(checkedCall(comm, joinCycle, 99, procs), "first call after joining", comm);
-  }
+  bool pendingCheck = true;
+  auto startCheck = [&](int cycle) {
+    collResult_t r = collSuccess;
+    if (!skipBcast) {
+      int32_t c = cycle;
+      r = collBroadcast(&c, &c, 1, collInt32, 0, comm, nullptr);
+      if (r == collSuccess && c != cycle) fail("rank 0 is in cycle " + std::to_string(c) + ", this rank in " + std::to_string(cycle));
+    }
+    skipBcast = false;
+    if (r == collSuccess) procs = gatherProcs(comm, &r);
+    if (r == collSuccess) r = checkedCall(comm, cycle, 98, procs);
+    pendingCheck = false;
+    return r;
+  };
   int baseFds = -1, baseThreads = -1, seen = 0;
   for (int cycle = firstCycle; cycle < cycles; ++cycle) {
     int rank = 0, n = 0;
@@ -232,7 +250,7 @@ int main(int argc, char** argv) {
     const Plan plan = planFor(seed, cycle, n, inShrink);
     bool victim = false;
     for (int v : plan.victims) victim |= v == rank;
-    collResult_t bad = collSuccess;
+    collResult_t bad = pendingCheck ? startCheck(cycle) : collSuccess;
     for (int call = 0; call < plan.calls && bad == collSuccess; ++call) {
       if (call == plan.killAt && victim) {
         if (rank == plan.victims[0]) {  // when the kill happened, for the recovery figures
@@ -246,6 +264,8 @@ int main(int argc, char** argv) {
       }
       bad = checkedCall(comm, cycle, call, procs);
     }
+    // A victim whose call failed first (the other victim went before it) dies all the same.
+    if (victim) raise(SIGKILL);
     if (bad == collSuccess) {
       // A broadcast or a gather need not reach a dead leaf; a sum needs every rank.
       int32_t x = 1;
@@ -272,13 +292,15 @@ int main(int argc, char** argv) {
     collComm_t shrunk = nullptr;
     bool inShrinkDone = plan.inShrink < 0;
     for (int attempt = 0;; ++attempt) {
-      if (attempt == 4) fail("no shrink succeeded in 4 attempts");
+      if (attempt == 12) fail("no shrink succeeded in 12 attempts");
       if (!inShrinkDone && rank == plan.inShrink)
         std::thread([ms = 20 + cycle * 7 % 80] {
           std::this_thread::sleep_for(std::chrono::milliseconds(ms));
           raise(SIGKILL);
         }).detach();
       rc = collCommShrink(comm, failed.data(), static_cast<int>(failed.size()), &shrunk);
+      // A shrink faster than the timer: die before the first call on the new communicator.
+      if (!inShrinkDone && rank == plan.inShrink) raise(SIGKILL);
       if (rc == collSuccess) {
         int32_t one = 1;
         int sn = 0;
@@ -352,14 +374,11 @@ int main(int argc, char** argv) {
     check(collCommGrow(shrunk, nNew, &grown), "collCommGrow", shrunk);
     collCommDestroy(shrunk);
     comm = grown;
-    int32_t c = cycle;
-    check(collBroadcast(&c, &c, 1, collInt32, 0, comm, nullptr), "broadcast of the cycle", comm);
-    procs = gatherProcs(comm, &rc);
-    check(rc, "all-gather of proc ids after the grow", comm);
-    check(checkedCall(comm, cycle, 99, procs), "first call after the grow", comm);
+    pendingCheck = true;
     fprintf(stderr, "proc %d: cycle %d: failures known at %.2f s, shrunk at %.2f s, done at %.2f s\n", g_proc, cycle, tFailed, tShrunk,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  if (pendingCheck) check(startCheck(cycles), "the check of the last grown communicator", comm);
   check(collBarrier(comm), "final barrier", comm);
   int rank = 0;
   collCommUserRank(comm, &rank);

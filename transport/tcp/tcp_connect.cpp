@@ -185,6 +185,24 @@ void Acceptor::run(const Deadline& deadline) {
   }
 }
 
+// connectWithRetry in half-second slices: a peer that died while the job forms refuses
+// connections until the deadline, and its failure (or the parent's cancel) ends it sooner.
+Socket connectWatching(const TransportContext& ctx, int peer, const sockaddr_storage& addr, const Deadline& deadline) {
+  for (;;) {
+    try {
+      return connectWithRetry(addr, Deadline(std::min(deadline.remainingSeconds(), 0.5)));
+    } catch (const Error& e) {
+      if (e.code() != collTimeout || deadline.expired()) throw;
+    }
+    std::string why;
+    if (ctx.bootstrap->failureReported(&why))
+      COLL_THROW(collRemoteError, "tcp: rank ", ctx.rank, " stopped connecting to rank ", peer, ": ", why);
+    if (ctx.cancel && ctx.cancel->load())
+      COLL_THROW(collRemoteError, "tcp: rank ", ctx.rank, " stopped connecting to rank ", peer,
+                 ": the communicator being formed was cancelled");
+  }
+}
+
 std::vector<ListenRecord> exchange(const TransportContext& ctx, const ListenRecord& mine) {
   std::vector<uint8_t> all = ctx.bootstrap->allGather(&mine, sizeof(mine));
   COLL_ENFORCE_EQ(all.size(), sizeof(mine) * size_t(ctx.nranks), collInternalError,
@@ -250,7 +268,7 @@ std::map<int, PeerStreams> connectStreams(const TransportContext& ctx, const std
       std::vector<uint8_t> hello = makeHello(ctx.rank, k, pair.streams, ctx.jobTag);
       Socket s;
       for (int attempt = 1;; ++attempt) {
-        s = dialPeer(recs[p].addr, deadline, ctx.bootstrap, ctx.rank, p);
+        s = connectWatching(ctx, p, recs[p].addr, deadline);
         setBufferSizes(s.fd(), opt.bufferBytes);
         bool in = false;
         try {

@@ -13,6 +13,7 @@ from .basics import (ProcessSet, add_process_set, ccl_built, cross_rank, cross_s
                      is_homogeneous, is_initialized, local_rank, local_size, mpi_built,
                      mpi_enabled, mpi_threads_supported, nccl_built, rank, remove_process_set,
                      rocm_built, shutdown, size)
+from . import elastic
 from .compression import Compression
 from .functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                         broadcast_parameters)

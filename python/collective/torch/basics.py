@@ -21,7 +21,11 @@ def init(process_sets=None):
     pass the same ones)."""
     global _topology
     if not lib.collHvdIsInitialized():
-        check(lib.collHvdInit(), "init")
+        from . import elastic
+        if elastic._enabled():  # collectiverun --elastic: a communicator that can shrink and grow
+            elastic._init_engine()
+        else:
+            check(lib.collHvdInit(), "init")
         _topology = None
     for ps in process_sets or []:
         add_process_set(ps)
@@ -33,6 +37,8 @@ def shutdown():
     global _topology
     if lib.collHvdIsInitialized():
         check(lib.collHvdShutdown(), "shutdown")
+    from . import elastic
+    elastic._destroy_comm()
     _topology = None
     from . import mpi_ops  # the handle map lives there; import late to avoid a cycle
     mpi_ops._drain_handles()

@@ -26,6 +26,25 @@ def case_join_allreduce_of_growing_tensors(ctx):
     assert hvd.join() in range(ctx.size)
 
 
+def case_join_keeps_generated_names_in_step(ctx):
+    # Each rank in turn joins first while the others try an unnamed allgather (refused
+    # with a joined rank): the joined rank made one unnamed call fewer, and after join()
+    # every rank's generated names must agree again.
+    hvd = ctx.hvd
+    for first in range(ctx.size):
+        if ctx.rank != first:
+            try:
+                hvd.allgather(torch.ones(2))
+            except hvd.CollectiveError:
+                pass
+            else:
+                raise AssertionError("allgather ran with a joined rank")
+        ret = hvd.join()
+        assert hvd.allgather_object(ret, name=f"join.ret.{first}") == [ret] * ctx.size
+    got = hvd.allreduce(torch.ones(2), op=hvd.Sum)  # unnamed: the same name everywhere
+    assert torch.all(got == ctx.size)
+
+
 def case_alltoall_backward_without_splits_uses_received_splits(ctx):
     hvd = ctx.hvd
     n = ctx.size
@@ -162,6 +181,14 @@ def case_horovod_names(ctx):
     assert set(opt._parameter_names.values()) == {"weight", "bias"}
     opt.set_backward_passes_per_step(1)
     assert opt.backward_passes_per_step == 1
+    # step() after synchronize() without skip_synchronize() warns in horovod's words.
+    model(torch.ones(1, 3)).sum().backward()
+    opt.synchronize()
+    with warnings.catch_warnings(record=True) as ws:
+        warnings.simplefilter("always")
+        opt.step()
+    assert any("optimizer.step() called without optimizer.skip_synchronize()" in str(w.message)
+               for w in ws), [str(w.message) for w in ws]
 
 
 def case_sparse_gradients_in_optimizer(ctx):

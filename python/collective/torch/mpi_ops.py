@@ -64,7 +64,8 @@ class _Pending:
 
 _handles = {}
 _handles_lock = threading.Lock()
-_noname = {}  # process set id -> counter of unnamed calls
+_noname = {}  # process set id -> number of unnamed calls made on it
+_joins = {}  # process set id -> number of joins completed on it
 
 
 def _name(name, what, process_set):
@@ -74,8 +75,8 @@ def _name(name, what, process_set):
     if name is None:
         key = process_set.process_set_id if isinstance(process_set, ProcessSet) else None
         with _handles_lock:
-            counter = _noname.setdefault(key, itertools.count())
-            n = next(counter)
+            n = _noname.get(key, 0)
+            _noname[key] = n + 1
         _named(f"{what}.noname.{n}", process_set)
         return f"{what}.noname.{n}"
     if not isinstance(name, str):
@@ -875,6 +876,7 @@ def _drain_handles():
         left = list(_handles)
         _groups.clear()
         _noname.clear()  # a new init() starts every rank's names afresh
+        _joins.clear()
     for h in left:
         lib.collHvdWait(h)
         lib.collHvdRelease(h)
@@ -895,7 +897,19 @@ def join(device=-1, process_set=global_process_set):
     accepted for horovod compatibility and ignored (CPU)."""
     _require_init("join")
     last = ctypes.c_int(-1)
-    check(lib.collHvdJoin(_ps(process_set, "join"), ctypes.byref(last)), "join")
+    psid = _ps(process_set, "join")
+    check(lib.collHvdJoin(psid, ctypes.byref(last)), "join")
+    # While a rank was joined the others may have made unnamed calls it did not (they
+    # failed, or were all-reduces it took part in with zeros): every member continues
+    # from the highest count of unnamed calls, so that generated names agree again.
+    with _handles_lock:
+        k = _joins.get(psid, 0)
+        _joins[psid] = k + 1
+        mine = _noname.get(psid, 0)
+    count = torch.tensor([mine], dtype=torch.int64)
+    allreduce_(count, op=Max, name=f"join.names.{k}", process_set=process_set)
+    with _handles_lock:
+        _noname[psid] = max(int(count.item()), _noname.get(psid, 0))
     return last.value
 
 

@@ -199,8 +199,10 @@ class _DistributedMixin:
     def step(self, closure=None):
         if self._should_synchronize:
             if self._synchronized:
-                warnings.warn("optimizer.step() after optimizer.synchronize() without "
-                              "optimizer.skip_synchronize(): the gradients are all-reduced again")
+                # horovod's wording, which scripts and tests look for
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
+                              "after optimizer.synchronize(): the gradients are all-reduced "
+                              "again")
             self.synchronize()
         self._synchronized = False
         return super().step(closure)

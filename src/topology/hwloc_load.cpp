@@ -13,9 +13,9 @@
 #include <iterator>
 #include <string>
 
-#include "core/config.hpp"
-#include "core/error.hpp"
-#include "core/log.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 #include "topology/hwloc_internal.hpp"
 
 namespace coll {

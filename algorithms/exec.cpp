@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace coll {
 

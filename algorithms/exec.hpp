@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "algorithms/team.hpp"
-#include "core/reduce.hpp"
-#include "core/wait.hpp"
+#include "base/reduce.hpp"
+#include "base/wait.hpp"
 #include "transport/transport.hpp"
 
 namespace coll {
@@ -42,7 +42,7 @@ class SmallList {
 };
 
 // Whether a final output of `bytes` in all is written past the cache (Xfer::cold): only
-// one too large to stay there anyway, as for reduction results (core/reduce.hpp). Smaller
+// one too large to stay there anyway, as for reduction results (base/reduce.hpp). Smaller
 // ones are read again from the cache by whoever comes next; streaming 8-64 KiB outputs of
 // broadcast, gather and scatter (2 ranks) took 1.1-2x the time.
 inline bool coldOutput(size_t bytes) { return bytes >= streamMinBytes(); }

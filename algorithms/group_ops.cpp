@@ -7,8 +7,8 @@
 #include <limits>
 #include <memory>
 
-#include "core/reduce.hpp"
-#include "core/types.hpp"
+#include "base/reduce.hpp"
+#include "base/types.hpp"
 #include "algorithms/hier_cost.hpp"
 
 namespace coll {

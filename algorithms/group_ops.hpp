@@ -10,7 +10,7 @@
 #include "algorithms/exec.hpp"
 #include "topology/layout.hpp"
 #include "algorithms/ring_task.hpp"
-#include "core/op.hpp"
+#include "base/op.hpp"
 #include "collective.h"
 
 namespace coll {

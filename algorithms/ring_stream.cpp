@@ -4,10 +4,10 @@
 #include <cstring>
 #include <vector>
 
-#include "core/config.hpp"
-#include "core/error.hpp"
-#include "core/reduce.hpp"
-#include "core/types.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
+#include "base/reduce.hpp"
+#include "base/types.hpp"
 
 namespace coll {
 
@@ -60,7 +60,7 @@ class RingRunner {
     firstStepChunks_ = rs.steps > 0 ? chunks(sendBlock(0)) : 0;
     if (rs.firstMirror) {  // steps > 0 here (runRingStream)
       // Streaming stores into the mirror only where the output cannot stay in cache
-      // anyway, as for reduction results (core/reduce.hpp): at 512 KiB, 2 ranks, they
+      // anyway, as for reduction results (base/reduce.hpp): at 512 KiB, 2 ranks, they
       // made the all-gather take 25.5 against 18.7 us.
       mirrorCold_ = coldOutput(rs.blocks.off(n_) * es_);
       if (pg.linkCopiesMirror(next_)) mirror_ = rs.firstMirror;

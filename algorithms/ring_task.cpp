@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "algorithms/ring_stream.hpp"
-#include "core/reduce.hpp"
-#include "core/types.hpp"
+#include "base/reduce.hpp"
+#include "base/types.hpp"
 
 namespace coll {
 

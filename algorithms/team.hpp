@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <span>
 
-#include "core/op.hpp"
+#include "base/op.hpp"
 #include "topology/job.hpp"
 #include "topology/layout.hpp"
 
@@ -42,7 +42,7 @@ class Team {
   virtual const Config& config() const = 0;
   virtual double timeoutSec() const = 0;
   virtual const HotParams& hot() const = 0;
-  // Whether its waiters yield now (core/wait.hpp), shared by all of them.
+  // Whether its waiters yield now (base/wait.hpp), shared by all of them.
   virtual YieldGate& yieldGate() = 0;
   // Hosts, local ranks, leaders, path classes and ring order of the job.
   virtual const JobTopo& topology() const = 0;
@@ -58,7 +58,7 @@ class Team {
   virtual int ringPosition() const = 0;
   // The link to a peer (never self).
   virtual Link& link(int peer) = 0;
-  // The signature (core/call_sig.hpp) of the call running now, stamped on every transfer.
+  // The signature (base/call_sig.hpp) of the call running now, stamped on every transfer.
   virtual uint64_t currentCall() const = 0;
   // Scratch memory owned by the communicator (grown on demand, reused across calls).
   virtual void* scratch(size_t bytes, int slot = 0) = 0;

@@ -1,7 +1,7 @@
 #include "cuda/op_spec.hpp"
 
-#include "core/error.hpp"
-#include "core/types.hpp"
+#include "base/error.hpp"
+#include "base/types.hpp"
 
 namespace coll::cuda {
 

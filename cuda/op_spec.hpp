@@ -5,7 +5,7 @@
 // may be pipelined in element chunks.
 #pragma once
 
-#include "core/op.hpp"
+#include "base/op.hpp"
 #include "cuda/stream_backend.hpp"
 #include "cuda/stream_plan.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <cuda_runtime.h>
 
-#include "core/log.hpp"
+#include "base/log.hpp"
 
 namespace coll::cuda {
 namespace {

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace coll::cuda {
 

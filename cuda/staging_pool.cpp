@@ -1,6 +1,6 @@
 #include "cuda/staging_pool.hpp"
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace coll::cuda {
 namespace {

@@ -1,7 +1,7 @@
 // The CUDA runtime behind StreamBackend.
 #include <cuda_runtime.h>
 
-#include "core/log.hpp"
+#include "base/log.hpp"
 #include "cuda/runtime.hpp"
 #include "cuda/stream_backend.hpp"
 

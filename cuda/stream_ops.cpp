@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <chrono>
 
-#include "core/config.hpp"
-#include "core/log.hpp"
-#include "core/wait.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
+#include "base/wait.hpp"
 
 namespace coll::cuda {
 

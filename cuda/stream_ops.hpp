@@ -33,8 +33,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/wait.hpp"
-#include "core/error.hpp"
+#include "base/wait.hpp"
+#include "base/error.hpp"
 #include "cuda/staging_pool.hpp"
 #include "cuda/stream_backend.hpp"
 #include "cuda/stream_plan.hpp"
@@ -140,7 +140,7 @@ class StreamExecutor {
   std::shared_ptr<StreamBackend> backend_;
   std::shared_ptr<Shared> shared_;
   StreamOptions opts_;
-  YieldGate yields_;  // its event waits' own (core/wait.hpp)
+  YieldGate yields_;  // its event waits' own (base/wait.hpp)
   std::shared_ptr<PinnedPool> pool_;
   std::map<int, void*> copyStreams_;  // worker thread only, until the destructor
   std::mutex ownMu_;

@@ -4,7 +4,7 @@
 
 #include <climits>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace collective::frontend {
 

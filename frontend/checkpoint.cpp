@@ -8,7 +8,7 @@
 #include <system_error>
 #include <vector>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace collective::frontend {
 

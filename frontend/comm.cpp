@@ -1,6 +1,6 @@
 #include "comm.hpp"
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace collective::frontend {
 

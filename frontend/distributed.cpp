@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "comm.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace collective::frontend {
 

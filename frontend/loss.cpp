@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace collective::frontend {
 

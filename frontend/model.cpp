@@ -1,6 +1,6 @@
 #include "model.hpp"
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "layers/activation.hpp"
 #include "layers/batchnorm.hpp"
 #include "layers/conv2d.hpp"

@@ -8,7 +8,7 @@
 #endif
 
 #include "blas.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace collective::frontend {
 

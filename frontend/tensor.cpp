@@ -5,7 +5,7 @@
 #include <new>
 #include <sstream>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace collective::frontend {
 

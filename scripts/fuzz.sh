@@ -55,9 +55,7 @@ declare -A EXTRA_CORPUS=([xml_topology]=tests/data/topo)
 # hwloc, building a topology from a file of up to 64 KiB, takes a few MB of its own.
 declare -A MALLOC_MB=([bootstrap]=256 [xml_topology]=64)
 targets=("$@")
-# xml_topology is left out of the default run while the input in tests/fuzz/open crashes
-# hwloc's loader (run it by name: bash scripts/fuzz.sh xml_topology).
-[ ${#targets[@]} -gt 0 ] || targets=(unique_id bootstrap handshake engine_wire tcp_link tuner_table ib_wire shm_segment)
+[ ${#targets[@]} -gt 0 ] || targets=(unique_id bootstrap handshake engine_wire tcp_link tuner_table ib_wire shm_segment xml_topology)
 
 obj() {  # compiles $1 once into the object folder, prints the object's path
   local o="$FUZZ_DIR/obj/$(echo "$1" | tr / _).o"

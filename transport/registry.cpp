@@ -1,11 +1,16 @@
 #include <string>
 
-#include "core/error.hpp"
-#include "core/log.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 #include "transport/net/net_backend.hpp"
 #include "transport/transport.hpp"
 
 namespace coll {
+
+COLL_PARAM(kTransport, "COLL_TRANSPORT", "auto", "auto (shm within a host; across hosts a network backend (COLL_NET) where every rank of a pair has the same one, else tcp), or force tcp|shm|net");
+
+const std::string& transportMode(const Config& cfg) { return cfg.getStr(kTransport); }
 
 std::unique_ptr<Transport> makeTcpTransport();
 std::unique_ptr<Transport> makeShmTransport();

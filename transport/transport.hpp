@@ -57,7 +57,7 @@ struct XferHints {
   // single copy would leave both the copy and the reduction to the receiver.
   bool intoReduction = false;
   // Receives on links whose reducesOnReceive() is true: with `with` set, the transport
-  // stores reduceBuffers(with, incoming) (core/reduce.hpp: a = with, b = the peer's
+  // stores reduceBuffers(with, incoming) (base/reduce.hpp: a = with, b = the peer's
   // bytes) into buf, in the same pass that reads the incoming bytes, instead of storing
   // them. buf may equal with; bytes must be a whole number of `dtype` elements.
   const void* with = nullptr;
@@ -71,7 +71,7 @@ struct Xfer {
   size_t bytes = 0;
   size_t done = 0;       // bytes moved so far (written by the transport)
   bool complete = false; // set by the transport when all bytes have moved
-  // The signature of the call this transfer belongs to (core/call_sig.hpp): sends carry
+  // The signature of the call this transfer belongs to (base/call_sig.hpp): sends carry
   // it, and a receive whose incoming message carries another fails with
   // collInvalidUsage naming both calls. 0: not stamped (matches anything).
   uint64_t call = 0;
@@ -199,6 +199,9 @@ TransportChoice chooseTransports(const std::string& mode, int rank, const std::v
                                  const std::vector<std::string>& hostnames,
                                  const std::vector<std::string>& netBackends,
                                  const std::vector<std::string>& netWhy);
+// COLL_TRANSPORT, as cfg has it: auto, tcp, shm or net (the tunable is declared with
+// the transports, which it chooses among).
+const std::string& transportMode(const Config& cfg);
 // Whether chooseTransports needs the net offers: some rank may use net.
 bool needsNetOffers(const std::string& mode, const std::vector<std::string>& hostIds);
 // chooseTransports for ctx.rank under COLL_TRANSPORT=`mode`, with the ranks' network

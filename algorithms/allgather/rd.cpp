@@ -12,7 +12,7 @@
 #include "algorithms/group_ops.hpp"
 #include "topology/layout.hpp"
 #include "algorithms/team.hpp"
-#include "core/types.hpp"
+#include "base/types.hpp"
 
 namespace coll {
 namespace {

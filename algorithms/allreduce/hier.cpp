@@ -26,8 +26,8 @@
 #include "algorithms/ring_stream.hpp"
 #include "algorithms/ring_task.hpp"
 #include "algorithms/team.hpp"
-#include "core/reduce.hpp"
-#include "core/types.hpp"
+#include "base/reduce.hpp"
+#include "base/types.hpp"
 
 namespace coll {
 

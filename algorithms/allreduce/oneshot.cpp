@@ -14,8 +14,8 @@
 #include "algorithms/algorithm.hpp"
 #include "cost/context.hpp"
 #include "algorithms/exec.hpp"
-#include "core/reduce.hpp"
-#include "core/types.hpp"
+#include "base/reduce.hpp"
+#include "base/types.hpp"
 
 namespace coll {
 

@@ -23,8 +23,8 @@
 #include "algorithms/patterns/tree.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "algorithms/team.hpp"
-#include "core/reduce.hpp"
-#include "core/types.hpp"
+#include "base/reduce.hpp"
+#include "base/types.hpp"
 
 namespace coll {
 namespace {

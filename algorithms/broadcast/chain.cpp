@@ -11,7 +11,7 @@
 #include "algorithms/cost_figures.hpp"
 #include "topology/layout.hpp"
 #include "algorithms/ring_stream.hpp"
-#include "core/types.hpp"
+#include "base/types.hpp"
 
 namespace coll {
 namespace {

@@ -13,7 +13,7 @@
 #include "algorithms/patterns/tree.hpp"
 #include "algorithms/ring_stream.hpp"
 #include "algorithms/team.hpp"
-#include "core/types.hpp"
+#include "base/types.hpp"
 
 namespace coll {
 namespace {

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "algorithms/algorithm.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "cost/context.hpp"
 
 namespace coll {

@@ -29,7 +29,7 @@
 #include <exception>
 #include <vector>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "cuda/kernels.hpp"
 #include "cuda/runtime.hpp"
 #include "transport/cuda_ipc/ipc_host.hpp"

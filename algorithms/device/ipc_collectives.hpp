@@ -2,7 +2,7 @@
 // broadcast) over the mapped scratch of IpcPeers. CUDA builds only.
 #pragma once
 
-#include "core/op.hpp"
+#include "base/op.hpp"
 #include "cuda/stream_ops.hpp"
 
 #include "transport/cuda_ipc/ipc_host.hpp"

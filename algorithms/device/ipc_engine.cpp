@@ -6,8 +6,8 @@
 
 #include <climits>
 
-#include "core/config.hpp"
-#include "core/log.hpp"
+#include "base/config.hpp"
+#include "base/log.hpp"
 #include "cuda/runtime.hpp"
 #include "algorithms/device/ipc_collectives.hpp"
 #include "transport/cuda_ipc/ipc_peers.hpp"
@@ -59,7 +59,7 @@ IpcEngine::~IpcEngine() = default;
 bool IpcEngine::agreesOn(OpKind kind) { return ipcServes(kind); }
 
 // A pre-multiplied sum takes the staged path, where the host scales the input before
-// the sum (core/premul.hpp); the device kernels here know plain reductions only.
+// the sum (comm/premul.hpp); the device kernels here know plain reductions only.
 bool IpcEngine::wants(const OpArgs& op, const StreamOpSpec& spec) const {
   return ipcServes(op.kind) && !op.preMul && ipcBuffersOnDevice(spec) && !unusable_.load();
 }

@@ -25,7 +25,7 @@
 #include <memory>
 #include <mutex>
 
-#include "core/op.hpp"
+#include "base/op.hpp"
 #include "cuda/stream_ops.hpp"
 
 #include "algorithms/team.hpp"

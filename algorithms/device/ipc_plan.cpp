@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "core/error.hpp"
-#include "core/types.hpp"
+#include "base/error.hpp"
+#include "base/types.hpp"
 
 namespace coll::cuda {
 namespace {

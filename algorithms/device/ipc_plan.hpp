@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/op.hpp"
+#include "base/op.hpp"
 #include "cuda/stream_plan.hpp"
 
 namespace coll::cuda {

@@ -8,7 +8,7 @@
 #include "algorithms/algorithm.hpp"
 #include "algorithms/cost_figures.hpp"
 #include "algorithms/exec.hpp"
-#include "core/types.hpp"
+#include "base/types.hpp"
 
 namespace coll {
 namespace {

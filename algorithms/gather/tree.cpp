@@ -16,7 +16,7 @@
 #include "algorithms/exec.hpp"
 #include "algorithms/patterns/binomial.hpp"
 #include "topology/layout.hpp"
-#include "core/types.hpp"
+#include "base/types.hpp"
 
 namespace coll {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <bit>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace coll::patterns {
 

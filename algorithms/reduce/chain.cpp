@@ -10,8 +10,8 @@
 #include "algorithms/cost_figures.hpp"
 #include "topology/layout.hpp"
 #include "algorithms/ring_stream.hpp"
-#include "core/reduce.hpp"
-#include "core/types.hpp"
+#include "base/reduce.hpp"
+#include "base/types.hpp"
 
 namespace coll {
 namespace {

@@ -17,8 +17,8 @@
 #include "algorithms/group_ops.hpp"
 #include "algorithms/patterns/hd.hpp"
 #include "algorithms/team.hpp"
-#include "core/reduce.hpp"
-#include "core/types.hpp"
+#include "base/reduce.hpp"
+#include "base/types.hpp"
 
 namespace coll {
 namespace {

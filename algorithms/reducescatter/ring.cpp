@@ -5,7 +5,7 @@
 #include "algorithms/algorithm.hpp"
 #include "algorithms/cost_figures.hpp"
 #include "algorithms/ring_stream.hpp"
-#include "core/types.hpp"
+#include "base/types.hpp"
 
 namespace coll {
 namespace {

@@ -3,7 +3,7 @@
 // not copied per thread), which is what lets the caller reuse its array at once.
 #include <cstdint>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
 #include "cuda/runtime.hpp"

@@ -1,7 +1,7 @@
 // float32 <-> float16 / bfloat16 casts with the CPU codecs' exact bits (see common.cuh).
 #include <cstdint>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
 #include "cuda/runtime.hpp"

@@ -1,7 +1,7 @@
 // Device-side building blocks shared by the kernels: launch geometry, the element-wise
 // operations and the float16/bfloat16 codecs.
 //
-// Bit-exactness with the CPU kernels (src/core/reduce.cpp) is the contract, so the
+// Bit-exactness with the CPU kernels (src/base/reduce.cpp) is the contract, so the
 // operations here are ports of the CPU ones, not CUDA's intrinsics:
 //  - the 16-bit codecs are the same integer bit manipulation (round to nearest even,
 //    NaN payload kept and made quiet), never __float2half_rn, whose NaN payloads are

@@ -4,7 +4,7 @@
 // a shuffle max, and no integer division by the block size is needed per element.
 #include <cstdint>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
 #include "cuda/runtime.hpp"

@@ -4,8 +4,8 @@
 // 16-byte transaction per thread per step.
 #include <cstdint>
 
-#include "core/error.hpp"
-#include "core/types.hpp"
+#include "base/error.hpp"
+#include "base/types.hpp"
 #include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
 #include "cuda/runtime.hpp"

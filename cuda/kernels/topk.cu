@@ -16,7 +16,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "cuda/kernels.hpp"
 #include "cuda/kernels/common.cuh"
 #include "cuda/runtime.hpp"

@@ -8,7 +8,7 @@
 #include <memory>
 #include <system_error>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace collective::frontend {
 

@@ -2,7 +2,7 @@
 
 #include <numeric>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "rng.hpp"
 
 namespace collective::frontend {

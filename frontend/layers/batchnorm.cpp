@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace collective::frontend {
 

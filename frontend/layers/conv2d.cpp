@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "blas.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "rng.hpp"
 
 namespace collective::frontend {

@@ -1,7 +1,7 @@
 #include "layers/linear.hpp"
 
 #include "blas.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "rng.hpp"
 
 namespace collective::frontend {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace collective::frontend {
 

@@ -1,7 +1,7 @@
 #include "layers/sync_batchnorm.hpp"
 
 #include "comm.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace collective::frontend {
 

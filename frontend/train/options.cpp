@@ -8,7 +8,7 @@
 #include <map>
 #include <utility>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "data/fashion_mnist.hpp"
 #include "precision.hpp"
 

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "model.hpp"
 
 namespace collective::frontend {

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "comm.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "model.hpp"
 #include "sgd.hpp"
 

@@ -9,7 +9,7 @@
 #include "collective.h"
 #include "collective/hvd.hpp"
 #include "comm.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "data/fashion_mnist.hpp"
 #include "train/options.hpp"
 #include "train/pipeline_trainer.hpp"

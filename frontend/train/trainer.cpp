@@ -9,7 +9,7 @@
 
 #include "checkpoint.hpp"
 #include "comm.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "model.hpp"
 #include "train/progress.hpp"
 

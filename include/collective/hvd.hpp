@@ -33,7 +33,7 @@
 
 #include "collective.h"
 
-// Same definition as src/core/export.hpp (an identical redefinition is allowed).
+// Same definition as src/base/export.hpp (an identical redefinition is allowed).
 #define COLL_EXPORT __attribute__((visibility("default")))
 
 namespace collective::hvd {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "collective.h"
-#include "core/reduce.hpp"
+#include "base/reduce.hpp"
 #include "engine/compression/codec.hpp"
 
 namespace {

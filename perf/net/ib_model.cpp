@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "collective.h"
-#include "core/config.hpp"
+#include "base/config.hpp"
 #include "tests/unit/net_ib/fake_verbs.hpp"
 #include "transport/net/ib/ib_counters.hpp"
 #include "transport/net/ib/ib_mem.hpp"

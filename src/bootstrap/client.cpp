@@ -20,9 +20,10 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/protocol.hpp"
-#include "core/error.hpp"
-#include "core/log.hpp"
-#include "core/socket.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/socket.hpp"
+#include "bootstrap/handshake.hpp"
 
 namespace coll {
 namespace {

@@ -29,9 +29,10 @@
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/env_internal.hpp"
 #include "coll_config.h"
-#include "core/error.hpp"
-#include "core/log.hpp"
-#include "core/socket.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/socket.hpp"
+#include "base/sha256.hpp"
 
 namespace coll {
 namespace {

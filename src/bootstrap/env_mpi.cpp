@@ -10,10 +10,10 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/env_internal.hpp"
-#include "core/config.hpp"
-#include "core/error.hpp"
-#include "core/log.hpp"
-#include "core/socket.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/socket.hpp"
 
 namespace coll {
 

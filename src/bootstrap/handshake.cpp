@@ -1,4 +1,5 @@
-// Handshake pieces (see handshake.hpp) and SHA-256, written from FIPS 180-4.
+// The connection handshake (see handshake.hpp): its pieces, and the blocking client and
+// server built from them.
 #include "bootstrap/handshake.hpp"
 
 #include <errno.h>
@@ -7,63 +8,10 @@
 
 #include <cstring>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
+#include "base/sha256.hpp"
 
 namespace coll {
-
-namespace {
-
-constexpr uint32_t kK[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-void compress(uint32_t h[8], const uint8_t block[64]) {
-  uint32_t w[64];
-  for (int i = 0; i < 16; ++i)
-    w[i] = uint32_t(block[4 * i]) << 24 | uint32_t(block[4 * i + 1]) << 16 |
-           uint32_t(block[4 * i + 2]) << 8 | uint32_t(block[4 * i + 3]);
-  for (int i = 16; i < 64; ++i) {
-    uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-  }
-  uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
-  for (int i = 0; i < 64; ++i) {
-    uint32_t t1 = k + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kK[i] + w[i];
-    uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-    k = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
-  }
-  h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += k;
-}
-
-}  // namespace
-
-void sha256(const void* data, size_t n, uint8_t out[32]) {
-  uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  size_t left = n;
-  for (; left >= 64; left -= 64, p += 64) compress(h, p);
-  // Padding: a 1 bit, zeros, then the message length in bits (big-endian), to a block edge.
-  uint8_t tail[128] = {};
-  memcpy(tail, p, left);
-  tail[left] = 0x80;
-  size_t tailLen = left + 9 <= 64 ? 64 : 128;
-  uint64_t bits = static_cast<uint64_t>(n) * 8;
-  for (int i = 0; i < 8; ++i) tail[tailLen - 1 - i] = static_cast<uint8_t>(bits >> (8 * i));
-  compress(h, tail);
-  if (tailLen == 128) compress(h, tail + 64);
-  for (int i = 0; i < 8; ++i)
-    for (int j = 0; j < 4; ++j) out[4 * i + j] = static_cast<uint8_t>(h[i] >> (24 - 8 * j));
-}
 
 namespace hs {
 
@@ -223,4 +171,72 @@ ServerHandshake::Status ServerHandshake::step(int fd) {
 }
 
 }  // namespace hs
+
+void clientHandshake(int fd, const uint8_t* secret, ConnRole role, const void* hello, size_t helloLen,
+                     const Deadline& deadline) {
+  if (!clientHandshakeOrBusy(fd, secret, role, hello, helloLen, deadline))
+    COLL_THROW(collRemoteError, "handshake with ", peerName(fd),
+               ": the server dropped us to make room for newer connections (busy)");
+}
+
+bool clientHandshakeOrBusy(int fd, const uint8_t* secret, ConnRole role, const void* hello, size_t helloLen,
+                           const Deadline& deadline) {
+  COLL_CHECK_ARG(helloLen <= kMaxHello, "handshake hello of ", helloLen, " bytes exceeds kMaxHello = ", kMaxHello);
+  const std::string peer = peerName(fd);  // while it is still connected, for the messages
+  uint8_t ch[hs::kChallengeBytes];
+  recvAll(fd, ch, sizeof(ch), deadline);
+  uint32_t magic = hs::getU32(ch), version = hs::getU32(ch + 4);
+  if (magic != hs::kHsMagic)
+    COLL_THROW(collRemoteError, "handshake with ", peer, ": bad magic 0x", std::hex, magic,
+               " (not a libcollective server)");
+  if (version != hs::kHsVersion)
+    COLL_THROW(collRemoteError, "handshake with ", peer, ": server speaks protocol version ",
+               version, ", we speak ", hs::kHsVersion);
+  std::vector<uint8_t> msg(hs::kClientHeaderBytes + helloLen);
+  uint8_t* p = msg.data();
+  hs::putU32(p, hs::kHsMagic);
+  hs::putU32(p + 4, hs::kHsVersion);
+  hs::putU32(p + 8, static_cast<uint32_t>(role));
+  hs::randomNonce(p + 12);
+  hs::clientMac(secret, role, ch + 8, p + 12, p + 12 + hs::kNonceBytes);
+  hs::putU32(p + 12 + hs::kNonceBytes + 32, static_cast<uint32_t>(helloLen));
+  if (helloLen) memcpy(p + hs::kClientHeaderBytes, hello, helloLen);
+  sendAll(fd, msg.data(), msg.size(), deadline);
+  uint8_t proof[32], expect[32];
+  try {
+    recvAll(fd, proof, sizeof(proof), deadline);
+  } catch (const Error& e) {
+    if (e.code() != collRemoteError) throw;
+    COLL_THROW(collRemoteError, "handshake with ", peer,
+               ": the server dropped us (a wrong job secret or connection role, or a server that stopped forming the job?): ", e.what());
+  }
+  if (hs::isBusyProof(proof)) return false;
+  hs::serverMac(secret, p + 12, ch + 8, expect);
+  if (!hs::equalConstTime(proof, expect, 32))
+    COLL_THROW(collRemoteError, "handshake with ", peer, ": the server failed to prove the job secret");
+  return true;
+}
+
+bool serverHandshake(int fd, const uint8_t* secret, ConnRole role, std::vector<uint8_t>* hello,
+                     const Deadline& deadline, std::string* why) {
+  try {
+    uint8_t sn[hs::kNonceBytes], ch[hs::kChallengeBytes], hdr[hs::kClientHeaderBytes];
+    hs::randomNonce(sn);
+    hs::makeChallenge(sn, ch);
+    sendAll(fd, ch, sizeof(ch), deadline);
+    recvAll(fd, hdr, sizeof(hdr), deadline);
+    size_t len = 0;
+    if (!hs::checkClientHeader(hdr, secret, role, sn, &len, why)) return false;
+    hello->resize(len);
+    if (len) recvAll(fd, hello->data(), len, deadline);
+    uint8_t proof[32];
+    hs::makeServerProof(secret, hdr, sn, proof);
+    sendAll(fd, proof, sizeof(proof), deadline);
+    return true;
+  } catch (const Error& e) {
+    *why = e.what();
+    return false;
+  }
+}
+
 }  // namespace coll

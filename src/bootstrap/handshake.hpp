@@ -1,6 +1,6 @@
-// The wire format of the connection handshake (see clientHandshake in core/socket.hpp),
+// The wire format of the connection handshake (clientHandshake / serverHandshake below),
 // in pieces, so that a server multiplexing many connections (the rendezvous root) can run
-// it without blocking on any one of them. core/socket.cpp builds the blocking
+// it without blocking on any one of them. handshake.cpp builds the blocking
 // clientHandshake / serverHandshake from the same pieces, so the two cannot drift.
 //
 //   server -> client  challenge : magic u32 | version u32 | server nonce[16]          (24 B)
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
-#include "core/socket.hpp"
+#include "base/socket.hpp"
 
 namespace coll::hs {
 
@@ -82,3 +82,22 @@ class ServerHandshake {
 };
 
 }  // namespace coll::hs
+
+namespace coll {
+
+// Handshake. The server sends a challenge; the client answers with magic, protocol
+// version, role and a MAC over the job secret and both nonces, followed by a small hello
+// payload (at most kMaxHello bytes); the server proves the secret back. Either side
+// throws collRemoteError (client) or returns false (server) on any mismatch, so a stray
+// or hostile connection is dropped without touching the job.
+void clientHandshake(int fd, const uint8_t* secret, ConnRole role, const void* hello,
+                     size_t helloLen, const Deadline& deadline);
+// The same, but returns false when the server dropped this connection as busy (too many
+// unproven connections at once): the caller connects again while its deadline allows.
+bool clientHandshakeOrBusy(int fd, const uint8_t* secret, ConnRole role, const void* hello,
+                           size_t helloLen, const Deadline& deadline);
+// On success fills *hello. On failure returns false and sets *why for the warning.
+bool serverHandshake(int fd, const uint8_t* secret, ConnRole role, std::vector<uint8_t>* hello,
+                     const Deadline& deadline, std::string* why);
+
+}  // namespace coll

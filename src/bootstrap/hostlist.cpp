@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "bootstrap/env_internal.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace coll {
 namespace {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
-#include "core/socket.hpp"
+#include "base/socket.hpp"
 
 namespace coll::bs {
 

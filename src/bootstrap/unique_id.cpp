@@ -14,9 +14,10 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/protocol.hpp"
-#include "core/config.hpp"
-#include "core/error.hpp"
-#include "core/socket.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
+#include "base/socket.hpp"
+#include "base/sha256.hpp"
 
 namespace coll {
 

@@ -5,8 +5,9 @@
 #include <map>
 #include <string>
 
-#include "core/config.hpp"
-#include "core/error.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
+#include "transport/transport.hpp"
 
 namespace coll {
 
@@ -91,7 +92,7 @@ CostParams CostParams::forJob(const Config& cfg, size_t chunkBytes, const JobTop
   // Each rank gets 1/over of a core for its reductions.
   p.reduceGBs /= over;
   p.sharedCpus = over > 1.0;
-  p.localInKernel = cfg.getStr("COLL_TRANSPORT") == "tcp";
+  p.localInKernel = transportMode(cfg) == "tcp";
   return p;
 }
 

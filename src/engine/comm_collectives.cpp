@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/error.hpp"
-#include "core/types.hpp"
+#include "base/error.hpp"
+#include "base/types.hpp"
 #include "engine/collectives.hpp"
 
 namespace coll::engine {

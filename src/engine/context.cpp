@@ -7,8 +7,8 @@
 #include <cstring>
 #include <exception>
 
-#include "core/error.hpp"
-#include "core/log.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 
 namespace collective::hvd {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "collective/hvd.hpp"
-#include "core/config.hpp"
+#include "base/config.hpp"
 #include "engine/engine.hpp"
 
 namespace collective::hvd {

@@ -3,8 +3,8 @@
 // the negotiation.
 #include <cstdint>
 
-#include "core/error.hpp"
-#include "core/types.hpp"
+#include "base/error.hpp"
+#include "base/types.hpp"
 #include "engine/context.hpp"
 
 namespace collective::hvd {

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <thread>
 
-#include "core/config.hpp"
-#include "core/error.hpp"
-#include "core/handles.hpp"
-#include "core/log.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
+#include "comm/handles.hpp"
+#include "base/log.hpp"
 
 namespace coll::engine {
 

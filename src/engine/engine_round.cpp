@@ -3,9 +3,9 @@
 #include <cstring>
 #include <unordered_set>
 
-#include "core/error.hpp"
-#include "core/log.hpp"
-#include "core/types.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/types.hpp"
 #include "engine/engine.hpp"
 #include "engine/wire.hpp"
 

@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/log.hpp"
+#include "base/log.hpp"
 #include "engine/engine.hpp"
 
 namespace coll::engine {

@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/error.hpp"
-#include "core/types.hpp"
+#include "base/error.hpp"
+#include "base/types.hpp"
 #include "engine/compression/compressed_allreduce.hpp"
 #include "engine/executor.hpp"
 #include "engine/fusion_copy.hpp"

@@ -3,9 +3,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/error.hpp"
-#include "core/reduce.hpp"
-#include "core/types.hpp"
+#include "base/error.hpp"
+#include "base/reduce.hpp"
+#include "base/types.hpp"
 
 namespace coll::engine {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "engine/collectives.hpp"
 
 namespace collective::hvd::detail {

@@ -4,8 +4,8 @@
 // definition. Code that needs several contexts (tests, libraries) makes its own.
 #include <mutex>
 
-#include "core/config.hpp"
-#include "core/error.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
 #include "engine/context.hpp"
 
 namespace collective::hvd {

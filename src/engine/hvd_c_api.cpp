@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "collective/hvd.hpp"
-#include "core/error.hpp"
-#include "core/export.hpp"
+#include "base/error.hpp"
+#include "base/export.hpp"
 
 namespace {
 

@@ -7,8 +7,8 @@
 #include <numeric>
 #include <sstream>
 
-#include "core/error.hpp"
-#include "core/types.hpp"
+#include "base/error.hpp"
+#include "base/types.hpp"
 
 namespace coll::engine {
 namespace {

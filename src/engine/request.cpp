@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "core/types.hpp"
+#include "base/types.hpp"
 
 namespace coll::engine {
 

@@ -1,6 +1,6 @@
 #include "engine/tensor_queue.hpp"
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace coll::engine {
 

@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <cinttypes>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace coll::engine {
 

@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "engine/request.hpp"
 
 namespace coll::engine {

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace coll::launcher {
 namespace {

@@ -13,7 +13,7 @@
 #include <exception>
 #include <new>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "launcher/job.hpp"
 #include "launcher/options.hpp"
 #include "launcher/placement.hpp"

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace coll::launcher {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <map>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace coll::launcher {
 namespace {

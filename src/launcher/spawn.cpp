@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace coll::launcher {
 namespace {

@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "core/comm.hpp"
-#include "core/handles.hpp"
+#include "comm/comm.hpp"
+#include "comm/handles.hpp"
 #include "tuning/select.hpp"
 
 namespace coll::tools {

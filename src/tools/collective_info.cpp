@@ -22,9 +22,9 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "collective.h"
-#include "core/config.hpp"
-#include "core/error.hpp"
-#include "core/handles.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
+#include "comm/handles.hpp"
 #include "tools/algo_report.hpp"
 #include "tools/info_print.hpp"
 #include "tools/simulate.hpp"

@@ -2,8 +2,8 @@
 
 #include <cstdio>
 
-#include "core/comm.hpp"
-#include "core/error.hpp"
+#include "comm/comm.hpp"
+#include "base/error.hpp"
 #include "transport/net/net_backend.hpp"
 
 namespace coll::tools {

@@ -6,8 +6,8 @@
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/ring_stream.hpp"
-#include "core/config.hpp"
-#include "core/error.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
 #include "topology/job.hpp"
 #include "tuning/cost_model.hpp"
 #include "tuning/select.hpp"

@@ -4,7 +4,7 @@
 #include <cerrno>
 #include <vector>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "topology/topology.hpp"
 
 namespace coll {

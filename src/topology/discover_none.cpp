@@ -2,9 +2,9 @@
 // count are known, so ranks can still be grouped by host (COLL_HOST_ID or hostname).
 #include <unistd.h>
 
-#include "core/config.hpp"
-#include "core/error.hpp"
-#include "core/log.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 #include "topology/topology.hpp"
 
 namespace coll {

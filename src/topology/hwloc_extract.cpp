@@ -5,7 +5,7 @@
 #include <cstring>
 #include <map>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "topology/hwloc_internal.hpp"
 
 namespace coll {

@@ -13,9 +13,9 @@
 #include <iterator>
 #include <string>
 
-#include "core/config.hpp"
-#include "core/error.hpp"
-#include "core/log.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 #include "topology/hwloc_internal.hpp"
 
 namespace coll {
@@ -64,19 +64,52 @@ int xmlMajorVersion(const std::string& path) {
 // as is one that would crash hwloc (below).
 constexpr unsigned long kMaxOsIndex = 1ul << 20;
 
+// Whether v is written the way hwloc writes a bitmap and hwloc_bitmap_sscanf can read
+// it: "0xf...f" (every bit), or comma-separated hex words of at most 32 bits, each with
+// its 0x, after an optional "0xf...f," (every bit above them). hwloc asserts (aborting the
+// process) on some other strings, a leading comma for one (found by fuzzing).
+bool plausibleBitmap(const std::string& v) {
+  size_t i = 0;
+  if (v.compare(0, 7, "0xf...f") == 0) {
+    if (v.size() == 7) return true;
+    if (v[7] != ',') return false;
+    i = 8;
+  }
+  size_t words = 0;
+  for (;;) {
+    if (v.compare(i, 2, "0x") != 0) return false;
+    i += 2;
+    size_t digits = 0;
+    while (i < v.size() && isxdigit(static_cast<unsigned char>(v[i]))) ++i, ++digits;
+    if (digits == 0 || digits > 8 || ++words > kMaxOsIndex / 32) return false;
+    if (i == v.size()) return true;
+    if (v[i++] != ',') return false;
+  }
+}
+
 void checkBeforeHwloc(const std::string& path, const char* what) {
   std::ifstream f(path, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto lineOf = [&](size_t at) { return 1 + std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'); };
+  // Every bitmap attribute (cpuset, complete_nodeset, allowed_cpuset, ...), wherever it is.
+  for (size_t at = text.find("set=\""); at != std::string::npos; at = text.find("set=\"", at + 5)) {
+    if (at == 0 || !(isalpha(static_cast<unsigned char>(text[at - 1])) || text[at - 1] == '_')) continue;
+    const size_t from = at + 5, to = text.find('"', from);
+    size_t name = at;
+    while (name > 0 && (isalpha(static_cast<unsigned char>(text[name - 1])) || text[name - 1] == '_')) --name;
+    if (to == std::string::npos || !plausibleBitmap(text.substr(from, to - from)))
+      COLL_THROW(collInvalidArgument, what, ": '", path, "' line ", lineOf(at), ": ", text.substr(name, at + 3 - name),
+                 " is not a bitmap as hwloc writes one (0x-prefixed hex words separated by commas)");
+  }
   for (size_t at = text.find("<object"); at != std::string::npos; at = text.find("<object", at + 7)) {
     const size_t end = text.find('>', at);
     const std::string tag = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
-    auto line = [&] { return 1 + std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'); };
     // hwloc dereferences an object's complete sets wherever its sets are given: one
     // missing is a crash inside hwloc_topology_load (found by fuzzing too).
     for (const char* set : {"cpuset", "nodeset"})
       if (tag.find(strCat(" ", set, "=\"")) != std::string::npos &&
           tag.find(strCat(" complete_", set, "=\"")) == std::string::npos)
-        COLL_THROW(collInvalidArgument, what, ": '", path, "' line ", line(), ": an object with a ", set,
+        COLL_THROW(collInvalidArgument, what, ": '", path, "' line ", lineOf(at), ": an object with a ", set,
                    " but no complete_", set);
     if (tag.find(" type=\"PU\"") == std::string::npos && tag.find(" type=\"NUMANode\"") == std::string::npos) continue;
     const size_t k = tag.find(" os_index=\"");
@@ -88,7 +121,7 @@ void checkBeforeHwloc(const std::string& path, const char* what) {
       if (!stop || *stop != '"') idx = kMaxOsIndex;
     }
     if (idx >= kMaxOsIndex) {
-      COLL_THROW(collInvalidArgument, what, ": '", path, "' line ", line(), ": a ",
+      COLL_THROW(collInvalidArgument, what, ": '", path, "' line ", lineOf(at), ": a ",
                  tag.find("\"PU\"") != std::string::npos ? "PU" : "NUMA node",
                  " without a plausible os_index (a number below ", kMaxOsIndex, ")");
     }

@@ -6,7 +6,7 @@
 #include <map>
 #include <tuple>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "topology/job.hpp"
 
 namespace coll {

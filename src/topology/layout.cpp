@@ -1,6 +1,6 @@
 #include "topology/layout.hpp"
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace coll::patterns {
 

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "core/log.hpp"
+#include "base/log.hpp"
 
 namespace coll {
 namespace {

@@ -5,8 +5,8 @@
 #include <sstream>
 #include <tuple>
 
-#include "core/config.hpp"
-#include "core/error.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
 #include "topology/path.hpp"
 #include "topology/topology.hpp"
 

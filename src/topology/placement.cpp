@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "topology/job.hpp"
 
 namespace coll {

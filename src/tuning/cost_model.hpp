@@ -7,7 +7,7 @@
 #include <string>
 
 #include "algorithms/hier_cost.hpp"
-#include "core/op.hpp"
+#include "base/op.hpp"
 #include "cost/context.hpp"
 #include "topology/job.hpp"
 #include "topology/layout.hpp"

@@ -8,10 +8,10 @@
 
 #include "algorithms/ring_stream.hpp"
 #include "algorithms/team.hpp"
-#include "core/config.hpp"
-#include "core/error.hpp"
-#include "core/log.hpp"
-#include "core/types.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/types.hpp"
 #include "tuning/cost_model.hpp"
 #include "tuning/tuner_plugin.hpp"
 

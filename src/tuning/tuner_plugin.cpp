@@ -2,8 +2,8 @@
 
 #include <dlfcn.h>
 
-#include "core/error.hpp"
-#include "core/log.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 #include "plugins/tuner/coll_tuner.h"
 
 namespace coll {

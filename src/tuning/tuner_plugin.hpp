@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/op.hpp"
+#include "base/op.hpp"
 
 namespace coll {
 

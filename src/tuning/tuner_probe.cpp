@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "algorithms/team.hpp"
-#include "core/error.hpp"
-#include "core/types.hpp"
+#include "base/error.hpp"
+#include "base/types.hpp"
 #include "tuning/select.hpp"
 
 namespace coll {

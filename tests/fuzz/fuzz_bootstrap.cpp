@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "bootstrap/protocol.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "fuzz_util.hpp"
 
 using namespace coll;

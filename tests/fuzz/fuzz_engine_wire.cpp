@@ -1,7 +1,7 @@
 // The negotiation messages of the engine (Horovod-style front end), all-gathered from
 // every rank: decodeRequests must reject what does not parse and give back what it
 // decoded when encoded again.
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "engine/wire.hpp"
 
 using namespace coll;

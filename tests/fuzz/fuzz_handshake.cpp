@@ -7,7 +7,7 @@
 
 #include "bootstrap/handshake.hpp"
 #include "bootstrap/protocol.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "fuzz_util.hpp"
 
 using namespace coll;

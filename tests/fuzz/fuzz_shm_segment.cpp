@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "transport/shm/shm_segment.hpp"
 
 using namespace coll;

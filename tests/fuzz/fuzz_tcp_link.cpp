@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/error.hpp"
-#include "core/socket.hpp"
+#include "base/error.hpp"
+#include "base/socket.hpp"
 #include "fuzz_util.hpp"
 #include "transport/tcp/tcp_link.hpp"
 #include "transport/tcp/tcp_wire.hpp"

@@ -6,7 +6,8 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/handshake.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
+#include "base/sha256.hpp"
 
 using namespace coll;
 

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "topology/topology.hpp"
 
 using namespace coll;

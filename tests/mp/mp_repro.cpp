@@ -3,7 +3,7 @@
 // COLL_REPRODUCIBLE=1), for the four floating types, at counts that take the all-gather
 // path and the all-to-all path. Every rank derives the same set of input vectors from a
 // seed and takes one of them by a random assignment; the result must have exactly the
-// bits of the reproducible sum of the set (core/repro.hpp, checked against exact sums by
+// bits of the reproducible sum of the set (comm/repro.hpp, checked against exact sums by
 // the unit test repro), whatever the job's algorithms, transports, chunk size, host
 // layout or rank count. A second set holds two vectors and zeros elsewhere: its sum must
 // be the sum of the two on every rank count. Also: special values, integers (which take
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "collective.h"
-#include "core/reduce.hpp"
-#include "core/repro.hpp"
+#include "base/reduce.hpp"
+#include "comm/repro.hpp"
 
 namespace {
 

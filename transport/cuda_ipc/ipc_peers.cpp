@@ -8,7 +8,7 @@
 #include <cstring>
 #include <random>
 
-#include "core/log.hpp"
+#include "base/log.hpp"
 #include "cuda/runtime.hpp"
 #include "transport/cuda_ipc/ipc_host.hpp"
 #include "transport/cuda_ipc/ipc_records.hpp"

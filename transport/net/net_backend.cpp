@@ -8,9 +8,9 @@
 #include <mutex>
 
 #include "bootstrap/bootstrap.hpp"
-#include "core/config.hpp"
-#include "core/error.hpp"
-#include "core/log.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 
 namespace coll::net {
 

@@ -1,7 +1,7 @@
 #include "transport/net/net_link.hpp"
 
-#include "core/call_sig.hpp"
-#include "core/error.hpp"
+#include "base/call_sig.hpp"
+#include "base/error.hpp"
 
 namespace coll::net {
 

@@ -11,9 +11,9 @@
 #include <cstring>
 
 #include "bootstrap/bootstrap.hpp"
-#include "core/config.hpp"
-#include "core/error.hpp"
-#include "core/log.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 #include "transport/net/net_backend.hpp"
 #include "transport/net/net_link.hpp"
 

@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <string>
 
-#include "core/error.hpp"
-#include "core/log.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 
 namespace coll::shm {
 

@@ -1,4 +1,4 @@
-// Mappings of a peer process's collMemAlloc regions (core/shared_mem.hpp), so that the shm
+// Mappings of a peer process's collMemAlloc regions (base/shared_mem.hpp), so that the shm
 // link copies into and out of them with loads and stores instead of process_vm_readv/writev.
 //
 // A region is opened through /proc/<pid>/fd/<fd> (the same permission as cross-memory
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/shared_mem.hpp"
+#include "base/shared_mem.hpp"
 
 namespace coll::shm {
 

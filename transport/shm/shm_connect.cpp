@@ -11,8 +11,8 @@
 #include <cstring>
 
 #include "bootstrap/bootstrap.hpp"
-#include "core/error.hpp"
-#include "core/log.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 #include "transport/shm/shm_link.hpp"
 
 namespace coll::shm {

@@ -1,8 +1,8 @@
 #include "transport/shm/shm_link.hpp"
 
-#include "core/error.hpp"
-#include "core/log.hpp"
-#include "core/types.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/types.hpp"
 
 namespace coll::shm {
 

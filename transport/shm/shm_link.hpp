@@ -98,7 +98,7 @@ inline uint64_t sealWord(uint32_t tag, uint32_t seq, uint64_t key) {
   return ((static_cast<uint64_t>(seq) << 32) | tag) ^ key;
 }
 // Pushes of at least this many bytes into the peer's mapped collMemAlloc memory use
-// streaming stores (core/reduce.hpp): the peer does not read its output while the
+// streaming stores (base/reduce.hpp): the peer does not read its output while the
 // collective runs. (Mirror copies stream when the sender marks them cold, Xfer::cold.)
 constexpr size_t kMirrorStreamMin = size_t{256} << 10;
 // Pieces of cold receives (Xfer::cold) at least this large land with streaming stores.

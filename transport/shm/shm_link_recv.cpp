@@ -6,10 +6,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/call_sig.hpp"
-#include "core/error.hpp"
-#include "core/reduce.hpp"
-#include "core/types.hpp"
+#include "base/call_sig.hpp"
+#include "base/error.hpp"
+#include "base/reduce.hpp"
+#include "base/types.hpp"
 #include "transport/shm/shm_link.hpp"
 
 namespace coll::shm {

@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <cstring>
 
-#include "core/error.hpp"
-#include "core/reduce.hpp"
+#include "base/error.hpp"
+#include "base/reduce.hpp"
 #include "transport/shm/shm_link.hpp"
 
 namespace coll::shm {

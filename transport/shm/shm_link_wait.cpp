@@ -10,7 +10,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "transport/shm/shm_link.hpp"
 
 namespace coll::shm {

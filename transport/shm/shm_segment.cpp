@@ -14,7 +14,7 @@
 #include <mutex>
 #include <utility>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace coll::shm {
 namespace {

@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/shared_mem.hpp"
+#include "base/shared_mem.hpp"
 
 namespace coll::shm {
 

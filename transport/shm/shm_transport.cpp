@@ -1,8 +1,8 @@
 // The shared-memory transport: links between ranks on the same host.
 #include <exception>
 
-#include "core/config.hpp"
-#include "core/error.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
 #include "transport/shm/shm_connect.hpp"
 
 namespace coll {

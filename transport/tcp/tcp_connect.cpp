@@ -11,8 +11,8 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/handshake.hpp"
-#include "core/error.hpp"
-#include "core/log.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 
 namespace coll::tcp {
 namespace {

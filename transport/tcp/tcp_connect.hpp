@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/socket.hpp"
+#include "base/socket.hpp"
 #include "transport/transport.hpp"
 
 namespace coll::tcp {

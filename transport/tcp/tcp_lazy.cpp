@@ -15,8 +15,8 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/handshake.hpp"
-#include "core/error.hpp"
-#include "core/log.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 #include "transport/tcp/tcp_link.hpp"
 
 namespace coll::tcp {

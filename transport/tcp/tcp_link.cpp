@@ -5,9 +5,9 @@
 
 #include <algorithm>
 
-#include "core/call_sig.hpp"
-#include "core/error.hpp"
-#include "core/log.hpp"
+#include "base/call_sig.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 
 namespace coll::tcp {
 namespace {

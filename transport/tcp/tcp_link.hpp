@@ -8,7 +8,7 @@
 #include <deque>
 #include <vector>
 
-#include "core/socket.hpp"
+#include "base/socket.hpp"
 #include "transport/tcp/tcp_wire.hpp"
 #include "transport/transport.hpp"
 

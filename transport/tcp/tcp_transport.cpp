@@ -1,9 +1,9 @@
 // The TCP transport: works between any two ranks that can reach each other over IP.
 #include <climits>
 
-#include "core/config.hpp"
-#include "core/error.hpp"
-#include "core/log.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 #include "transport/tcp/tcp_connect.hpp"
 #include "transport/tcp/tcp_lazy.hpp"
 #include "transport/tcp/tcp_link.hpp"

@@ -3,8 +3,8 @@
 // rather than once per addition.
 #include <cstring>
 
-#include "core/error.hpp"
-#include "core/reduce.hpp"
+#include "base/error.hpp"
+#include "base/reduce.hpp"
 #include "engine/compression/codec.hpp"
 
 namespace coll::engine {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "engine/compression/topk.hpp"
 
 namespace coll::engine {

@@ -10,7 +10,7 @@
 #include <immintrin.h>
 #endif
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "engine/compression/codec.hpp"
 
 namespace coll::engine {

@@ -6,7 +6,7 @@
 #include "collective.h"
 #include "bootstrap/env_internal.hpp"
 #include "coll_config.h"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "test_util.hpp"
 
 namespace coll {

@@ -11,7 +11,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/handshake.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "test_util.hpp"
 
 namespace coll {

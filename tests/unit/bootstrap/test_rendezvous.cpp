@@ -13,9 +13,10 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/protocol.hpp"
-#include "core/comm.hpp"
-#include "core/error.hpp"
+#include "comm/comm.hpp"
+#include "base/error.hpp"
 #include "test_util.hpp"
+#include "bootstrap/handshake.hpp"
 
 namespace coll {
 namespace {

@@ -3,9 +3,10 @@
 #include <cstring>
 
 #include "bootstrap/bootstrap.hpp"
-#include "core/error.hpp"
-#include "core/socket.hpp"
+#include "base/error.hpp"
+#include "base/socket.hpp"
 #include "test_util.hpp"
+#include "base/sha256.hpp"
 
 namespace coll {
 namespace {

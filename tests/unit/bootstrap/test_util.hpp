@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
-#include "core/error.hpp"
-#include "core/socket.hpp"
+#include "base/error.hpp"
+#include "base/socket.hpp"
 
 namespace coll::test {
 

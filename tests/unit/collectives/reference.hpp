@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "collective.h"
-#include "core/reduce.hpp"
+#include "base/reduce.hpp"
 
 namespace testing_coll {
 

@@ -6,10 +6,10 @@
 #include <string>
 
 #include "coll_config.h"
-#include "core/comm.hpp"
-#include "core/config_agree.hpp"
-#include "core/handles.hpp"
-#include "core/error.hpp"
+#include "comm/comm.hpp"
+#include "comm/config_agree.hpp"
+#include "comm/handles.hpp"
+#include "base/error.hpp"
 #include "harness.hpp"
 #if COLL_HAVE_CUDA
 #include "cuda/runtime.hpp"

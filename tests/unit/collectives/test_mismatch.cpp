@@ -1,13 +1,13 @@
 // Ranks whose calls differ (another collective, type, reduction, root or count, or one
 // call more or less) get collInvalidUsage saying how the calls differ, at the first
 // message where they meet, instead of mixed results, garbage or a transport-level size
-// mismatch. Signatures (core/call_sig.hpp) first, then whole jobs over shm and tcp.
+// mismatch. Signatures (base/call_sig.hpp) first, then whole jobs over shm and tcp.
 #include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "core/call_sig.hpp"
+#include "base/call_sig.hpp"
 #include "harness.hpp"
 
 using namespace testing_coll;

@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/wait.hpp"
+#include "base/wait.hpp"
 
 namespace coll {
 namespace {

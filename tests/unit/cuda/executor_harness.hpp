@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "cuda/stream_ops.hpp"
 #include "fake_backend.hpp"
 

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace fake {
 

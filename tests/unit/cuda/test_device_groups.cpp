@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "../collectives/harness.hpp"
-#include "core/handles.hpp"
+#include "comm/handles.hpp"
 #include "fake_backend.hpp"
 
 using namespace std::chrono_literals;

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "core/reduce.hpp"
+#include "base/reduce.hpp"
 #include "cuda/kernels.hpp"
 #include "gpu_util.hpp"
 

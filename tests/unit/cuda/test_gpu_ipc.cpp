@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "../collectives/harness.hpp"
-#include "core/handles.hpp"
-#include "core/reduce.hpp"
+#include "comm/handles.hpp"
+#include "base/reduce.hpp"
 #include "gpu_util.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-// The reduction kernels against the CPU kernels (src/core/reduce.cpp), bit for bit, for
+// The reduction kernels against the CPU kernels (src/base/reduce.cpp), bit for bit, for
 // every type and op: vector and scalar (unaligned) paths, in place, odd lengths, and the
 // special values (NaN payloads, signed zeros, infinities, subnormals).
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "core/reduce.hpp"
-#include "core/types.hpp"
+#include "base/reduce.hpp"
+#include "base/types.hpp"
 #include "cuda/kernels.hpp"
 #include "gpu_util.hpp"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "../collectives/harness.hpp"
-#include "core/op.hpp"
+#include "base/op.hpp"
 #include "cuda/op_spec.hpp"
 #include "cuda/stream_ops.hpp"
 #include "gpu_util.hpp"

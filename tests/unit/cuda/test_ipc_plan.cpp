@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "algorithms/device/ipc_plan.hpp"
 #include "transport/cuda_ipc/ipc_records.hpp"
 

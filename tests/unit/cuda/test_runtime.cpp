@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "cuda/kernels.hpp"
 #include "cuda/runtime.hpp"
 #include "cuda/stream_backend.hpp"

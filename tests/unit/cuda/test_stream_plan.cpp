@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "core/config.hpp"
-#include "core/error.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
 #include "cuda/op_spec.hpp"
 #include "cuda/stream_ops.hpp"
 #include "cuda/stream_plan.hpp"

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "engine_harness.hpp"
 #include "json_check.hpp"
 

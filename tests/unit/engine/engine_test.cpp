@@ -7,7 +7,7 @@
 #include <random>
 #include <thread>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "engine_harness.hpp"
 
 namespace coll::engine {

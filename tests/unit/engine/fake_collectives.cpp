@@ -8,9 +8,9 @@
 #include <map>
 #include <thread>
 
-#include "core/error.hpp"
-#include "core/reduce.hpp"
-#include "core/types.hpp"
+#include "base/error.hpp"
+#include "base/reduce.hpp"
+#include "base/types.hpp"
 
 namespace coll::engine::testing {
 namespace {

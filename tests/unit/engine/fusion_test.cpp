@@ -5,8 +5,8 @@
 
 #include <cstring>
 
-#include "core/error.hpp"
-#include "core/reduce.hpp"
+#include "base/error.hpp"
+#include "base/reduce.hpp"
 #include "engine/fusion_buffer.hpp"
 #include "engine/fusion_copy.hpp"
 #include "engine/fusion_policy.hpp"

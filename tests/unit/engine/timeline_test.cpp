@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "engine/stall.hpp"
 #include "engine/timeline.hpp"
 #include "json_check.hpp"

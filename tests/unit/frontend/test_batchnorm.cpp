@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "gradcheck.hpp"
 #include "layers/batchnorm.hpp"
 

@@ -19,7 +19,7 @@
 #include "data/sampler.hpp"
 #include "distributed.hpp"
 #include "comm.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "train/options.hpp"
 #include "train/trainer.hpp"
 #include "loss.hpp"

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "rank_threads.hpp"
 #include "synthetic_data.hpp"
 #include "train/ps_trainer.hpp"

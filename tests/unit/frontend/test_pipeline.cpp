@@ -9,7 +9,7 @@
 #include <mutex>
 #include <numeric>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "loss.hpp"
 #include "model.hpp"
 #include "rank_threads.hpp"

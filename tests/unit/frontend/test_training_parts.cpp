@@ -9,7 +9,7 @@
 #include <set>
 
 #include "checkpoint.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "data/fashion_mnist.hpp"
 #include "data/sampler.hpp"
 #include "gradcheck.hpp"

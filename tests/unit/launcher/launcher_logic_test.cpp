@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "launcher/options.hpp"
 #include "launcher/output.hpp"
 #include "launcher/placement.hpp"

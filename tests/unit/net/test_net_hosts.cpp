@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "core/comm.hpp"
-#include "core/handles.hpp"
+#include "comm/comm.hpp"
+#include "comm/handles.hpp"
 #include "tests/unit/tuning/proc_job.hpp"
 
 namespace {

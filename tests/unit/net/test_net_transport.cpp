@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "collective.h"
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "tests/unit/collectives/harness.hpp"
 #include "transport/net/net_backend.hpp"
 #include "transport/transport.hpp"

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "collective.h"
-#include "core/config.hpp"
+#include "base/config.hpp"
 #include "fake_verbs.hpp"
 #include "tests/unit/collectives/harness.hpp"
 #include "tests/unit/collectives/sequences_threads.hpp"

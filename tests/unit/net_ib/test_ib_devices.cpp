@@ -1,6 +1,6 @@
 // InfiniBand backend: discovery with the real libibverbs (no RDMA NIC here) and with the
 // fake fabric: devices, properties, COLL_IB_HCA, GID choice, init/finalize cycles.
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "ib_harness.hpp"
 #include "transport/net/ib/ib_devices.hpp"
 

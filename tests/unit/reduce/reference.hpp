@@ -1,6 +1,6 @@
 // Slow, obviously-correct references for the reduction kernels: small IEEE-style
 // formats are decoded and encoded through double with frexp/ldexp/nearbyint, so they
-// share no code or bit tricks with src/core/reduce.cpp.
+// share no code or bit tricks with src/base/reduce.cpp.
 #pragma once
 
 #include <cmath>

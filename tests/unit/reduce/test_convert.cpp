@@ -12,7 +12,7 @@
 #include <immintrin.h>
 #endif
 
-#include "core/reduce.hpp"
+#include "base/reduce.hpp"
 #include "reference.hpp"
 
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
-#include "core/reduce.hpp"
+#include "base/error.hpp"
+#include "base/reduce.hpp"
 #include "reference.hpp"
 
 namespace {

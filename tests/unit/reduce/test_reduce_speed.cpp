@@ -8,7 +8,7 @@
 #include <ctime>
 #include <vector>
 
-#include "core/reduce.hpp"
+#include "base/reduce.hpp"
 
 namespace {
 

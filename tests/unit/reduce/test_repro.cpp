@@ -1,4 +1,4 @@
-// The reproducible sum kernel (core/repro.hpp): the same bits for any order of the inputs
+// The reproducible sum kernel (comm/repro.hpp): the same bits for any order of the inputs
 // and any number of added zero inputs; within the documented bound of the exact sum (a
 // quad-precision sum of inputs whose range keeps it exact); never worse than a float32 sum
 // in rank order beyond that bound; IEEE special values; overflow to infinity.
@@ -11,9 +11,9 @@
 #include <random>
 #include <vector>
 
-#include "core/error.hpp"
-#include "core/reduce.hpp"
-#include "core/repro.hpp"
+#include "base/error.hpp"
+#include "base/reduce.hpp"
+#include "comm/repro.hpp"
 
 namespace {
 

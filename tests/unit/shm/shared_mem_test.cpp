@@ -1,4 +1,4 @@
-// collMemAlloc memory: the process's table of regions (core/shared_mem.hpp), a peer's
+// collMemAlloc memory: the process's table of regions (base/shared_mem.hpp), a peer's
 // mappings of them (transport/shm/peer_regions.hpp; this process plays the peer through
 // its own /proc/<pid>/fd), and the C calls' handling of bad input.
 #include <gtest/gtest.h>
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "collective.h"
-#include "core/error.hpp"
-#include "core/shared_mem.hpp"
+#include "base/error.hpp"
+#include "base/shared_mem.hpp"
 #include "transport/shm/peer_regions.hpp"
 
 namespace coll {

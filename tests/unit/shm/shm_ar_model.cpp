@@ -21,7 +21,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/reduce.hpp"
+#include "base/reduce.hpp"
 #include "shm_test_util.hpp"
 
 namespace coll::shmtest {

@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "core/wait.hpp"
+#include "base/wait.hpp"
 #include "shm_test_util.hpp"
 
 namespace coll::shmtest {

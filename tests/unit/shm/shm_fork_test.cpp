@@ -17,7 +17,7 @@
 
 #include "shm_fork_util.hpp"
 #include "shm_test_util.hpp"
-#include "core/shared_mem.hpp"
+#include "base/shared_mem.hpp"
 #include "transport/shm/shm_link.hpp"
 #include "transport/shm/shm_segment.hpp"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/shared_mem.hpp"
+#include "base/shared_mem.hpp"
 #include "shm_test_util.hpp"
 
 namespace coll::shmtest {

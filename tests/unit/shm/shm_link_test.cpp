@@ -6,7 +6,7 @@
 
 #include <thread>
 
-#include "core/socket.hpp"
+#include "base/socket.hpp"
 #include "shm_test_util.hpp"
 #include "transport/shm/shm_link.hpp"
 

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
-#include "core/config.hpp"
-#include "core/error.hpp"
-#include "core/wait.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
+#include "base/wait.hpp"
 #include "transport/transport.hpp"
 
 namespace coll {

@@ -13,6 +13,7 @@
 #include "transport/tcp/tcp_connect.hpp"
 #include "transport/tcp/tcp_link.hpp"
 #include "transport/tcp/tcp_wire.hpp"
+#include "bootstrap/handshake.hpp"
 
 namespace coll::tcptest {
 namespace {

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "coll_config.h"
-#include "core/config.hpp"
+#include "base/config.hpp"
 #include "topology/exchange.hpp"
 #include "topology/topology.hpp"
 #include "topo_test_util.hpp"
@@ -280,6 +280,22 @@ TEST(TopoXml, ObjectWithASetButNoCompleteSet) {
     expectError([&] { loadXml(path); }, collInvalidArgument,
                 {path.c_str(), (std::string("with a ") + set + " but no complete_" + set).c_str()});
   }
+}
+
+// hwloc_bitmap_sscanf asserts, aborting the process, on a set starting with a comma
+// (found by fuzzing): every bitmap attribute is checked before hwloc reads the file.
+TEST(TopoXml, BitmapThatHwlocCannotRead) {
+  TempDir dir;
+  const std::string good = " cpuset=\"0x00000001\"";
+  for (const char* bad : {",x00000001", ",0x1", "0x1,", "1", "0x", "0x123456789", "0x1,,0x2", "0xf...f0x1", " 0x1"}) {
+    std::string path = editedCopy(dir, "gpu8_ib4.xml", good, std::string(" cpuset=\"") + bad + "\"");
+    expectError([&] { loadXml(path); }, collInvalidArgument, {path.c_str(), "cpuset is not a bitmap", "line "});
+  }
+  std::string nodeset = editedCopy(dir, "gpu8_ib4.xml", " complete_nodeset=\"0x00000001\"", " complete_nodeset=\",\"");
+  expectError([&] { loadXml(nodeset); }, collInvalidArgument, {"complete_nodeset is not a bitmap"});
+  // What hwloc writes stays readable: the full set, and words above the first.
+  std::string full = editedCopy(dir, "gpu8_ib4.xml", " allowed_cpuset=\"", " allowed_cpuset=\"0xf...f,");
+  EXPECT_NO_THROW(loadXml(full));
 }
 
 TEST(TopoXml, NicSpeedThatIsNotANumberOfMbps) {

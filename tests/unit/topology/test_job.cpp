@@ -11,7 +11,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "coll_config.h"
-#include "core/config.hpp"
+#include "base/config.hpp"
 #include "topology/job.hpp"
 #include "topo_test_util.hpp"
 

@@ -2,7 +2,7 @@
 // link-cost tables and their overrides, text helpers. Runs with or without hwloc.
 #include <gtest/gtest.h>
 
-#include "core/config.hpp"
+#include "base/config.hpp"
 #include "topology/topology.hpp"
 #include "topo_test_util.hpp"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "coll_config.h"
-#include "core/config.hpp"
+#include "base/config.hpp"
 #include "topology/topology.hpp"
 #include "topo_test_util.hpp"
 

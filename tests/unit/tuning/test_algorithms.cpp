@@ -11,7 +11,7 @@
 
 #include "../collectives/harness.hpp"
 #include "algo_check.hpp"
-#include "core/handles.hpp"
+#include "comm/handles.hpp"
 #include "tuning/select.hpp"
 
 using namespace testing_coll;

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "algorithms/algorithm.hpp"
-#include "core/config.hpp"
-#include "core/error.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
 #include "topology/job.hpp"
 #include "tuning/cost_model.hpp"
 

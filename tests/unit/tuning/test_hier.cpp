@@ -9,7 +9,7 @@
 #include <set>
 
 #include "algo_check.hpp"
-#include "core/handles.hpp"
+#include "comm/handles.hpp"
 #include "proc_job.hpp"
 #include "tuning/select.hpp"
 

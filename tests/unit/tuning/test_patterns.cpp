@@ -12,7 +12,7 @@
 #include "algorithms/patterns/hd.hpp"
 #include "topology/layout.hpp"
 #include "algorithms/patterns/tree.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace coll::patterns {
 namespace {

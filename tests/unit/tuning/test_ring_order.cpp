@@ -10,7 +10,7 @@
 #include "../collectives/harness.hpp"
 #include "algo_check.hpp"
 #include "algorithms/ring_stream.hpp"
-#include "core/handles.hpp"
+#include "comm/handles.hpp"
 
 using namespace testing_coll;
 

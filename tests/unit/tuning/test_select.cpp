@@ -8,9 +8,9 @@
 
 #include "../collectives/harness.hpp"
 #include "proc_job.hpp"
-#include "core/config.hpp"
-#include "core/config_agree.hpp"
-#include "core/handles.hpp"
+#include "base/config.hpp"
+#include "comm/config_agree.hpp"
+#include "comm/handles.hpp"
 #include "plugins/tuner/coll_tuner.h"
 #include "tuning/select.hpp"
 

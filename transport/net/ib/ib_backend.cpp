@@ -35,9 +35,9 @@
 #include <cstring>
 #include <string>
 
-#include "core/config.hpp"
-#include "core/error.hpp"
-#include "core/log.hpp"
+#include "base/config.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
 #include "transport/net/ib/ib_comm.hpp"
 #include "transport/net/ib/ib_counters.hpp"
 #include "transport/net/net_backend.hpp"

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace coll::net::ib {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "transport/net/ib/ib_mem.hpp"
 
 namespace coll::net::ib {

@@ -8,7 +8,7 @@
 
 #include <cerrno>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace coll::net::ib {
 namespace {

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "transport/net/ib/ib_comm.hpp"
 
 namespace coll::net::ib {

@@ -45,6 +45,8 @@ declare -A SOURCES=(
 )
 # Libraries a target needs beyond the library's defaults.
 declare -A LIBS=([xml_topology]="-lhwloc")
+# The library's own optional dependencies, when it was built with them (the IB backend).
+LIBDEPS=$(pkg-config --libs libibverbs 2>/dev/null || true)
 # Longest input (bytes): 4 KiB, except the topology files (the seeds in tests/data/topo
 # are 20-55 KB), which also start from those.
 declare -A MAXLEN=([xml_topology]=65536)
@@ -76,7 +78,7 @@ for t in "${targets[@]}"; do
   [ -f "$main" ] || main=tests/fuzz/fuzz_$t.c
   objs=("$(obj "$main")")
   for s in ${SOURCES[$t]}; do objs+=("$(obj "$s")"); done
-  "$CXX" $SAN "${objs[@]}" "$LIB" ${LIBS[$t]:-} -lpthread -ldl -lrt -o "$FUZZ_DIR/fuzz_$t"
+  "$CXX" $SAN "${objs[@]}" "$LIB" ${LIBS[$t]:-} $LIBDEPS -lpthread -ldl -lrt -o "$FUZZ_DIR/fuzz_$t"
 done
 echo "fuzz: built ${#targets[@]} targets in $((SECONDS - start)) s"
 for t in "${targets[@]}"; do

@@ -28,7 +28,7 @@ LIB=$BUILD_DIR/libcollective.a
 [ -f "$LIB" ] || { echo "fuzz: $LIB is missing; run scripts/build.sh first"; exit 1; }
 mkdir -p "$FUZZ_DIR/obj"
 SAN="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-FLAGS="-g -O1 $SAN -I. -Iinclude -Isrc -I$BUILD_DIR -Iplugins/tuner"
+FLAGS="-g -O1 $SAN -I. -Iinclude -Isrc -I$BUILD_DIR -Iplugins/tuner -Iplugins/net -Iplugins/net_ucx"
 
 # target: the library sources it instruments (each is linked instead of its copy in LIB)
 declare -A SOURCES=(
@@ -39,11 +39,14 @@ declare -A SOURCES=(
   [tcp_link]="transport/tcp/tcp_link.cpp"
   [tuner_table]=""
   [ib_wire]="transport/net/ib/ib_wire.cpp"
+  [ucx_handle]="plugins/net_ucx/ucx_wire.cpp"
   [shm_segment]="transport/shm/shm_segment.cpp"
   [xml_topology]="src/topology/hwloc_load.cpp src/topology/hwloc_extract.cpp src/topology/hwloc_numa.cpp src/topology/hwloc_nvlink.cpp"
 )
 # Libraries a target needs beyond the library's defaults.
 declare -A LIBS=([xml_topology]="-lhwloc")
+# The library's own optional dependencies, when it was built with them (the IB backend).
+LIBDEPS=$(pkg-config --libs libibverbs 2>/dev/null || true)
 # Longest input (bytes): 4 KiB, except the topology files (the seeds in tests/data/topo
 # are 20-55 KB), which also start from those.
 declare -A MAXLEN=([xml_topology]=65536)
@@ -55,7 +58,7 @@ declare -A EXTRA_CORPUS=([xml_topology]=tests/data/topo)
 # hwloc, building a topology from a file of up to 64 KiB, takes a few MB of its own.
 declare -A MALLOC_MB=([bootstrap]=256 [xml_topology]=64)
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(unique_id bootstrap handshake engine_wire tcp_link tuner_table ib_wire shm_segment xml_topology)
+[ ${#targets[@]} -gt 0 ] || targets=(unique_id bootstrap handshake engine_wire tcp_link tuner_table ib_wire ucx_handle shm_segment xml_topology)
 
 obj() {  # compiles $1 once into the object folder, prints the object's path
   local o="$FUZZ_DIR/obj/$(echo "$1" | tr / _).o"
@@ -75,7 +78,7 @@ for t in "${targets[@]}"; do
   [ -f "$main" ] || main=tests/fuzz/fuzz_$t.c
   objs=("$(obj "$main")")
   for s in ${SOURCES[$t]}; do objs+=("$(obj "$s")"); done
-  "$CXX" $SAN "${objs[@]}" "$LIB" ${LIBS[$t]:-} -lpthread -ldl -lrt -o "$FUZZ_DIR/fuzz_$t"
+  "$CXX" $SAN "${objs[@]}" "$LIB" ${LIBS[$t]:-} $LIBDEPS -lpthread -ldl -lrt -o "$FUZZ_DIR/fuzz_$t"
 done
 echo "fuzz: built ${#targets[@]} targets in $((SECONDS - start)) s"
 for t in "${targets[@]}"; do

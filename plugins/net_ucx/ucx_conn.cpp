@@ -11,42 +11,14 @@ namespace coll::net_ucx {
 
 namespace {
 
-uint64_t fnv1a(const void* data, size_t n, uint64_t h) {
-  auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-uint64_t checksum(const WireBlob& b) {
-  uint64_t h = fnv1a(&b, offsetof(WireBlob, checksum), 1469598103934665603ull);
-  return fnv1a(b.address, b.addrLen, h);
-}
-
 void pack(const Context* ctx, uint32_t magic, uint64_t token, void* out) {
-  WireBlob b;
-  memset(&b, 0, sizeof b);
-  b.magic = magic;
-  b.version = kWireVersion;
-  b.addrLen = uint16_t(ctx->address.size());
-  b.token = token;
-  memcpy(b.address, ctx->address.data(), ctx->address.size());
-  b.checksum = checksum(b);
-  memcpy(out, &b, sizeof b);
+  packBlob(magic, token, ctx->address.data(), ctx->address.size(), out);
 }
 
 // Copies and checks a blob from the peer; `what` is "handle" or "reply".
 int unpack(const void* in, uint32_t magic, const char* what, WireBlob& b) {
-  memcpy(&b, in, sizeof b);
-  if (b.magic != magic)
-    return fail("ucx: the %s is not from the UCX plugin (magic 0x%08x, expected 0x%08x)", what, b.magic, magic);
-  if (b.version != kWireVersion)
-    return fail("ucx: the %s has protocol version %u, this plugin speaks %u", what, unsigned(b.version),
-                unsigned(kWireVersion));
-  if (b.addrLen == 0 || b.addrLen > sizeof b.address)
-    return fail("ucx: the %s holds a worker address of %u bytes (must be 1..%zu)", what, unsigned(b.addrLen),
-                sizeof b.address);
-  if (b.checksum != checksum(b)) return fail("ucx: the %s is corrupt (checksum mismatch)", what);
-  if (b.token == 0) return fail("ucx: the %s has no connection token", what);
+  char why[256];
+  if (unpackBlob(in, magic, what, b, why, sizeof why)) return fail("%s", why);
   return 0;
 }
 

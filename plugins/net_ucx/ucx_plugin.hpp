@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "coll_net.h"
+#include "ucx_wire.hpp"
 
 namespace coll::net_ucx {
 
@@ -49,20 +50,6 @@ struct WireHead {
   uint64_t tag;   // the user's tag, untouched
   uint64_t size;  // the message's true size
 };
-
-// Handles and replies: a fixed header and a worker address, checksummed.
-constexpr uint32_t kHandleMagic = 0x55435848;  // "UCXH"
-constexpr uint32_t kReplyMagic = 0x55435852;   // "UCXR"
-constexpr uint16_t kWireVersion = 1;
-struct WireBlob {
-  uint32_t magic;
-  uint16_t version;
-  uint16_t addrLen;
-  uint64_t token;
-  uint64_t checksum;  // FNV-1a of the fields above (checksum = 0) and address[0, addrLen)
-  uint8_t address[COLL_NET_HANDLE_BYTES - 24];
-};
-static_assert(sizeof(WireBlob) == COLL_NET_HANDLE_BYTES, "a blob fills the handle exactly");
 
 // Written by UCX's error callback (possibly from its progress inside another thread's
 // call), read by the endpoint's own calls. Outlives the endpoint until UCX is done with it.

@@ -113,3 +113,23 @@ def conn_info(kind, nqps=2):
 
 put("ib_wire", "valid-handle", b"\x01" + conn_info(1))
 put("ib_wire", "valid-reply", b"\x00" + conn_info(2, nqps=4))
+
+
+# --- ucx handle: byte 0 bit 0 = handle (else reply); then a WireBlob (plugins/net_ucx/ucx_wire.hpp)
+def fnv1a(data, h=1469598103934665603):
+    for c in data:
+        h = ((h ^ c) * 1099511628211) & (2**64 - 1)
+    return h
+
+
+def ucx_blob(magic, token, addr):
+    head = u32(magic) + struct.pack("<HH", 1, len(addr)) + u64(token)
+    b = head + u64(fnv1a(addr, fnv1a(head))) + addr
+    return b.ljust(512, b"\0")
+
+
+addr = bytes((i * 7 + 3) & 0xFF for i in range(120))
+put("ucx_handle", "valid-handle", b"\x01" + ucx_blob(0x55435848, 0x1234, addr))
+put("ucx_handle", "valid-reply", b"\x00" + ucx_blob(0x55435852, 99, addr[:40]))
+put("ucx_handle", "bad-checksum", b"\x01" + ucx_blob(0x55435848, 5, addr)[:30] + b"\xff" * 8)
+put("ucx_handle", "zeros", b"\x01" + bytes(512))

@@ -16,7 +16,8 @@
 namespace testing_coll {
 
 // Sets an environment variable for the lifetime of the object (communicators read their
-// tunables when they are made).
+// tunables when they are made). For tests whose subject is the environment; the others
+// give their tunables to the Job (collConfig_t::tunables).
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {

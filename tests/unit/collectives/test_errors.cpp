@@ -485,14 +485,10 @@ TEST(Errors, PipelineChunkAndDepthOutOfRangeAreRefused) {
                                                      {"COLL_CHUNK_BYTES", "16"},
                                                      {"COLL_CHUNK_BYTES", "2G"}};
   for (const auto& [var, value] : bad) {
-    const std::string entry = std::string(var) + "=" + value;
-    const char* tunables[] = {entry.c_str(), nullptr};
-    collConfig_t cfg = COLL_CONFIG_INITIALIZER;
-    cfg.tunables = tunables;
     collUniqueId id;
     ASSERT_EQ(collGetUniqueId(&id), collSuccess);
     collComm_t c = nullptr;
-    EXPECT_EQ(collCommInitRankConfig(&c, 1, id, 0, &cfg), collInvalidArgument) << var << "=" << value;
+    EXPECT_EQ(initRank(&c, 1, id, 0, {{var, value}}), collInvalidArgument) << var << "=" << value;
     EXPECT_TRUE(mentions(collGetLastError(nullptr), var)) << collGetLastError(nullptr);
     EXPECT_TRUE(mentions(collGetLastError(nullptr), value)) << collGetLastError(nullptr);
     if (c) collCommDestroy(c);

@@ -132,12 +132,9 @@ TEST(Survive, GrowByJoiningRanks) {
   EXPECT_EQ(memcmp(&id0, &id1, sizeof id0), 0);  // every rank publishes the same id
   std::vector<collComm_t> grown(5, nullptr);
   std::vector<std::thread> joiners;
-  const char* tunables[] = {"COLL_TIMEOUT=30", nullptr};
-  collConfig_t cfg = COLL_CONFIG_INITIALIZER;
-  cfg.tunables = tunables;
   for (int j = 2; j < 5; ++j)  // joiners start before the grow is called
     joiners.emplace_back([&, j] {
-      EXPECT_EQ(collCommInitRankConfig(&grown[j], 5, id0, j, &cfg), collSuccess) << collGetLastError(nullptr);
+      EXPECT_EQ(initRank(&grown[j], 5, id0, j, {{"COLL_TIMEOUT", "30"}}), collSuccess) << collGetLastError(nullptr);
     });
   job.run([&](int r, collComm_t c) {
     EXPECT_EQ(collCommGrow(c, 3, &grown[r]), collSuccess) << collGetLastError(c);

@@ -197,6 +197,8 @@ class COLL_EXPORT Context {
   // Reads rank, size and rendezvous from the environment (collCommInitFromEnv).
   static std::unique_ptr<Context> from_env();
   // Uses comm for the global process set; the Context destroys it when take_ownership.
+  // The engine's tunables (COLL_FUSION_THRESHOLD, COLL_TIMELINE, ...) are those given to
+  // comm in collConfig_t::tunables, else the environment's; so for from_ranks.
   static std::unique_ptr<Context> from_comm(collComm_t comm, bool take_ownership = false);
   // Collective over `comm`: members of `ranks` (ranks of comm) form the global process set;
   // others get nullptr. Takes ownership of comm when take_ownership.

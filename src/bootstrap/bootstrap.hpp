@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "base/config.hpp"
 #include "collective.h"
 
 namespace coll {
@@ -48,7 +49,9 @@ struct PeerInfo {
 
 // Fills `secret` from the kernel's random source.
 void randomSecret(uint8_t* secret, size_t bytes);
-// This host's identity: COLL_HOST_ID if set, else hostname + kernel boot id.
+// This host's identity: COLL_HOST_ID if set (in `cfg`; the first form reads the
+// environment), else hostname + kernel boot id.
+std::string localHostId(const Config& cfg);
 std::string localHostId();
 
 // Serves one job's rendezvous. Runs on its own thread until every rank has left, the
@@ -93,8 +96,10 @@ class Bootstrap {
   // up yet), proves the secret, and learns every rank's PeerInfo.
   // `cancel` (may be null): while it is set, waits for the root's answers end with
   // collRemoteError once it turns true; see setCancel.
+  // `hostId`: this rank's host identity (localHostId).
   static std::unique_ptr<Bootstrap> connect(const UniqueIdData& id, int rank, int nranks,
-                                            double timeoutSec, const std::atomic<bool>* cancel = nullptr);
+                                            double timeoutSec, const std::atomic<bool>* cancel = nullptr,
+                                            const std::string& hostId = localHostId());
   // Replaces the flag given to connect (null: none). A communicator made by collCommSplit
   // watches its parent's abort flag while it forms, and must stop before the parent goes.
   virtual void setCancel(const std::atomic<bool>* cancel) { (void)cancel; }

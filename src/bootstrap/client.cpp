@@ -255,7 +255,7 @@ class SocketBootstrap final : public Bootstrap {
 }  // namespace
 
 std::unique_ptr<Bootstrap> Bootstrap::connect(const UniqueIdData& id, int rank, int nranks, double timeoutSec,
-                                              const std::atomic<bool>* cancel) {
+                                              const std::atomic<bool>* cancel, const std::string& hostId) {
   COLL_CHECK_ARG(nranks >= 1 && nranks <= bs::kMaxRanks, "Bootstrap::connect: nranks = ", nranks,
                  " is outside [1, ", bs::kMaxRanks, "]");
   COLL_CHECK_ARG(rank >= 0 && rank < nranks, "Bootstrap::connect: rank = ", rank, " is outside [0, nranks = ",
@@ -264,7 +264,7 @@ std::unique_ptr<Bootstrap> Bootstrap::connect(const UniqueIdData& id, int rank, 
   Deadline dl(timeoutSec);
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
-  bs::RankHello h{rank, nranks, PeerInfo{localHostId(), host, static_cast<int>(getpid())}};
+  bs::RankHello h{rank, nranks, PeerInfo{hostId, host, static_cast<int>(getpid())}};
   std::vector<uint8_t> hello = bs::encodeHello(h);
   Socket s;
   for (int attempt = 1;; ++attempt) {

@@ -109,8 +109,9 @@ void randomSecret(uint8_t* secret, size_t bytes) {
   }
 }
 
-std::string localHostId() {
-  Config cfg = Config::fromEnv();
+std::string localHostId() { return localHostId(Config::fromEnv()); }
+
+std::string localHostId(const Config& cfg) {
   if (cfg.isSet(kHostIdParam)) return cfg.getStr(kHostIdParam);
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);

@@ -101,7 +101,7 @@ std::unique_ptr<Comm> Comm::create(const UniqueIdData& id, int rank, int nranks,
     COLL_CHECK_ARG(rep == "0" || rep == "1", "COLL_REPRODUCIBLE='", rep, "' must be 0 or 1");
     c->reproducible_ = rep == "1";
   }
-  c->boot_ = Bootstrap::connect(id, rank, nranks, c->timeoutSec_, cancel);
+  c->boot_ = Bootstrap::connect(id, rank, nranks, c->timeoutSec_, cancel, localHostId(c->cfg_));
   c->cancelForming_ = cancel;
   try {
     // After joining the rendezvous, so that a rank whose tunables, COLL_ALGO or tuner

@@ -6,6 +6,8 @@
 
 #include "base/config.hpp"
 #include "base/error.hpp"
+#include "comm/comm.hpp"
+#include "comm/handles.hpp"
 #include "engine/context.hpp"
 
 namespace collective::hvd {
@@ -23,6 +25,13 @@ auto translate(F&& f) -> decltype(f()) {
   }
 }
 
+// The engine's tunables: those given to the communicator (collConfig_t::tunables), which
+// its splits inherit, in place of the environment's.
+coll::Config configOf(collComm_t comm) {
+  coll::CommUseScope use;
+  return coll::Config::fromEnv(coll::liveComm(comm).impl->givenConfig());
+}
+
 }  // namespace
 
 Context::Context(std::unique_ptr<ContextImpl> impl) : impl_(std::move(impl)) {}
@@ -31,8 +40,8 @@ Context::~Context() = default;
 std::unique_ptr<Context> Context::from_comm(collComm_t comm, bool take_ownership) {
   if (!comm) throw Error(collInvalidArgument, "Context::from_comm: communicator is null");
   return translate([&] {
-    auto cfg = coll::Config::fromEnv();
-    auto impl = std::make_unique<ContextImpl>(makeCommCollectives(comm, take_ownership), cfg);
+    auto collectives = makeCommCollectives(comm, take_ownership);
+    auto impl = std::make_unique<ContextImpl>(std::move(collectives), configOf(comm));
     return std::unique_ptr<Context>(new Context(std::move(impl)));
   });
 }
@@ -54,7 +63,7 @@ std::unique_ptr<Context> Context::from_ranks(collComm_t comm, const std::vector<
     for (int r : ranks) member |= r == parent->rank();
     auto sub = parent->split(member ? 0 : COLL_SPLIT_NOCOLOR, parent->rank());
     if (!sub) return nullptr;
-    auto impl = std::make_unique<ContextImpl>(std::move(sub), coll::Config::fromEnv());
+    auto impl = std::make_unique<ContextImpl>(std::move(sub), configOf(comm));
     return std::unique_ptr<Context>(new Context(std::move(impl)));
   });
 }

@@ -20,6 +20,9 @@ namespace coll::net {
 // The built-in InfiniBand verbs backend (transport/net/ib/, built with libibverbs). Its
 // init fails, with lastError saying why, when libibverbs finds no usable device.
 const collNetPlugin_v1_t* ibBackend();
+// That init with its tunables (COLL_IB_*) from `cfg`; ibBackend()->init reads them from
+// the environment.
+int ibBackendInit(const Config& cfg, const collNetInit_t* in, void** context);
 #endif
 
 struct Backend {

@@ -116,7 +116,7 @@ TEST(Rendezvous, DuplicateRankAndWrongSizeAreRejectedJobStillForms) {
   auto first = Bootstrap::connect;  // rank 0 joins in a thread, then the impostors, then rank 1
   std::atomic<bool> rank0In{false};
   std::thread r0([&] {
-    auto b = first(id, 0, 2, 3.0, nullptr);
+    auto b = first(id, 0, 2, 3.0, nullptr, localHostId());
     rank0In = true;
     int v = 7;
     auto all = b->allGather(&v, sizeof(v));

@@ -16,7 +16,8 @@
 namespace testing_coll {
 
 // Sets an environment variable for the lifetime of the object (communicators read their
-// tunables when they are made).
+// tunables when they are made). For tests whose subject is the environment; the others
+// give their tunables to the Job (collConfig_t::tunables).
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
@@ -43,8 +44,21 @@ inline void onRanks(int n, const std::function<void(int)>& fn) {
   for (auto& t : ts) t.join();
 }
 
-// Tunables for the communicators of a Job (collConfig_t::tunables), NAME and value.
+// Tunables for communicators (collConfig_t::tunables), NAME and value.
 using Tunables = std::vector<std::pair<std::string, std::string>>;
+
+// collCommInitRankConfig with `tunables` in place of the environment's.
+inline collResult_t initRank(collComm_t* comm, int n, const collUniqueId& id, int rank,
+                             const Tunables& tunables = {}) {
+  std::vector<std::string> entries;
+  for (const auto& [name, value] : tunables) entries.push_back(name + "=" + value);
+  std::vector<const char*> list;
+  for (const auto& e : entries) list.push_back(e.c_str());
+  list.push_back(nullptr);
+  collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+  cfg.tunables = list.data();
+  return collCommInitRankConfig(comm, n, id, rank, &cfg);
+}
 
 class Job {
  public:
@@ -52,15 +66,8 @@ class Job {
   explicit Job(int n, const Tunables& tunables = {}) : comms_(n, nullptr) {
     collUniqueId id;
     EXPECT_EQ(collGetUniqueId(&id), collSuccess) << collGetLastError(nullptr);
-    std::vector<std::string> entries;
-    for (const auto& [name, value] : tunables) entries.push_back(name + "=" + value);
-    std::vector<const char*> list;
-    for (const auto& e : entries) list.push_back(e.c_str());
-    list.push_back(nullptr);
-    collConfig_t cfg = COLL_CONFIG_INITIALIZER;
-    cfg.tunables = list.data();
     std::vector<collResult_t> rc(n);
-    onRanks(n, [&](int r) { rc[r] = collCommInitRankConfig(&comms_[r], n, id, r, &cfg); });
+    onRanks(n, [&](int r) { rc[r] = initRank(&comms_[r], n, id, r, tunables); });
     for (int r = 0; r < n; ++r) EXPECT_EQ(rc[r], collSuccess) << "rank " << r << ": " << collGetLastError(nullptr);
   }
   ~Job() {

@@ -87,6 +87,7 @@ TEST(Errors, InitRankConfig) {
 // collConfig_t::tunables: each replaces its environment variable for the communicator
 // and its splits; a bad entry fails the call with a message naming it.
 TEST(Errors, ConfigTunables) {
+  // The environment is the subject: a given tunable takes its place.
   ScopedEnv algo("COLL_ALGO", "allreduce:nosuch");  // would fail the communicator
   const char* good[] = {"COLL_ALGO=allreduce:ring", "COLL_CHUNK_BYTES=64K", nullptr};
   collConfig_t cfg = COLL_CONFIG_INITIALIZER;
@@ -125,7 +126,7 @@ TEST(Errors, ConfigTunables) {
   cfg = COLL_CONFIG_INITIALIZER;
   cfg.size = offsetof(collConfig_t, tunables);
   cfg.tunables = reinterpret_cast<const char* const*>(uintptr_t{1});
-  ScopedEnv algoOk("COLL_ALGO", nullptr);
+  ScopedEnv algoOk("COLL_ALGO", nullptr);  // the bad value above goes: this config gives none
   ASSERT_EQ(collGetUniqueId(&id), collSuccess);
   ASSERT_EQ(collCommInitRankConfig(&c, 1, id, 0, &cfg), collSuccess) << collGetLastError(nullptr);
   EXPECT_EQ(collCommDestroy(c), collSuccess);
@@ -393,6 +394,7 @@ TEST(Errors, HandleOfTheOtherKindIsRefused) {
   EXPECT_EQ(n, 1);
 }
 
+// The environment is the subject: values read from it are checked like given ones.
 TEST(Errors, BadTunablesAreReported) {
   ScopedEnv algo("COLL_ALGO", "allreduce:nosuch");
   collUniqueId id;
@@ -463,6 +465,7 @@ TEST(Errors, TimeoutTooLargeIsRefused) {
   for (const char* t : {"9999999999", "99999999999999999999", "0", "-5"}) {
     collUniqueId id;
     ASSERT_EQ(collGetUniqueId(&id), collSuccess);
+    // The environment is the subject: collGetUniqueId has no configuration but it.
     ScopedEnv timeout("COLL_TIMEOUT", t);
     collUniqueId refused;
     EXPECT_EQ(collGetUniqueId(&refused), collInvalidArgument) << t;
@@ -482,11 +485,10 @@ TEST(Errors, PipelineChunkAndDepthOutOfRangeAreRefused) {
                                                      {"COLL_CHUNK_BYTES", "16"},
                                                      {"COLL_CHUNK_BYTES", "2G"}};
   for (const auto& [var, value] : bad) {
-    ScopedEnv env(var, value);
     collUniqueId id;
     ASSERT_EQ(collGetUniqueId(&id), collSuccess);
     collComm_t c = nullptr;
-    EXPECT_EQ(collCommInitRank(&c, 1, id, 0), collInvalidArgument) << var << "=" << value;
+    EXPECT_EQ(initRank(&c, 1, id, 0, {{var, value}}), collInvalidArgument) << var << "=" << value;
     EXPECT_TRUE(mentions(collGetLastError(nullptr), var)) << collGetLastError(nullptr);
     EXPECT_TRUE(mentions(collGetLastError(nullptr), value)) << collGetLastError(nullptr);
     if (c) collCommDestroy(c);

@@ -32,8 +32,7 @@ TEST(Survive, ErrorStringNamesRevoked) {
 }
 
 TEST(Survive, RevokeStopsCallsInFlightOnEveryRank) {
-  ScopedEnv timeout("COLL_TIMEOUT", "30");
-  Job job(4);
+  Job job(4, {{"COLL_TIMEOUT", "30"}});
   ASSERT_TRUE(job.ok());
   job.run([&](int r, collComm_t c) {
     std::vector<float> x(4096, 1.f);
@@ -78,8 +77,7 @@ TEST(Survive, RevokeStopsCallsInFlightOnEveryRank) {
 }
 
 TEST(Survive, BadShrinkArgumentsFailAtOnce) {
-  ScopedEnv timeout("COLL_TIMEOUT", "30");
-  Job job(3);
+  Job job(3, {{"COLL_TIMEOUT", "30"}});
   ASSERT_TRUE(job.ok());
   job.run([&](int r, collComm_t c) {
     collComm_t s = nullptr;
@@ -126,8 +124,7 @@ TEST(Survive, BadGrowArgumentsFailAtOnce) {
 }
 
 TEST(Survive, GrowByJoiningRanks) {
-  ScopedEnv timeout("COLL_TIMEOUT", "30");
-  Job job(2);
+  Job job(2, {{"COLL_TIMEOUT", "30"}});
   ASSERT_TRUE(job.ok());
   collUniqueId id0, id1;
   ASSERT_EQ(collCommGetGrowId(job.comm(0), &id0), collSuccess);
@@ -137,7 +134,7 @@ TEST(Survive, GrowByJoiningRanks) {
   std::vector<std::thread> joiners;
   for (int j = 2; j < 5; ++j)  // joiners start before the grow is called
     joiners.emplace_back([&, j] {
-      EXPECT_EQ(collCommInitRank(&grown[j], 5, id0, j), collSuccess) << collGetLastError(nullptr);
+      EXPECT_EQ(initRank(&grown[j], 5, id0, j, {{"COLL_TIMEOUT", "30"}}), collSuccess) << collGetLastError(nullptr);
     });
   job.run([&](int r, collComm_t c) {
     EXPECT_EQ(collCommGrow(c, 3, &grown[r]), collSuccess) << collGetLastError(c);

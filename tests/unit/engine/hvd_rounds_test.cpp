@@ -43,12 +43,10 @@ void blockingCalls(int r, collComm_t comm, int n, bool expectCallerRounds) {
 
 TEST(Hvd, WaitingCallersRunTheRoundsThemselves) {
   for (int n : {2, 3}) withComms(n, [&](int r, collComm_t comm) { blockingCalls(r, comm, n, true); });
-  ScopedEnv off("COLL_ENGINE_CALLER_ROUNDS", "0");
-  withComms(2, [&](int r, collComm_t comm) { blockingCalls(r, comm, 2, false); });
+  withComms(2, [&](int r, collComm_t comm) { blockingCalls(r, comm, 2, false); }, {{"COLL_ENGINE_CALLER_ROUNDS", "0"}});
 }
 
 TEST(Hvd, CallerRoundsSettingMustBeZeroOrOne) {
-  ScopedEnv bad("COLL_ENGINE_CALLER_ROUNDS", "2");
   withComms(1, [&](int, collComm_t comm) {
     try {
       auto ctx = hvd::Context::from_comm(comm);
@@ -58,7 +56,7 @@ TEST(Hvd, CallerRoundsSettingMustBeZeroOrOne) {
       EXPECT_NE(std::string(e.what()).find("COLL_ENGINE_CALLER_ROUNDS=2 must be 0 or 1"), std::string::npos)
           << e.what();
     }
-  });
+  }, {{"COLL_ENGINE_CALLER_ROUNDS", "2"}});
 }
 
 // Several threads of each rank wait on their own tensors at once while another submits

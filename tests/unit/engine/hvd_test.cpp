@@ -214,7 +214,6 @@ TEST(Hvd, BadAlltoallSplitsAreInvalidArgument) {
 TEST(Hvd, TimeoutsOutOfRangeAreRefused) {
   for (const char* var : {"COLL_SYNCHRONIZE_TIMEOUT", "COLL_SHUTDOWN_TIMEOUT"}) {
     for (const char* value : {"1e12", "-1"}) {
-      ScopedEnv e(var, value);
       withComms(1, [&](int, collComm_t comm) {
         try {
           hvd::Context::from_comm(comm);
@@ -224,7 +223,7 @@ TEST(Hvd, TimeoutsOutOfRangeAreRefused) {
           EXPECT_NE(std::string(err.what()).find(var), std::string::npos) << err.what();
           EXPECT_NE(std::string(err.what()).find("between 0 and 1000000000"), std::string::npos) << err.what();
         }
-      });
+      }, {{var, value}});
     }
   }
 }
@@ -359,7 +358,6 @@ TEST(Hvd, DefaultContextFreeFunctions) {
 }
 
 TEST(Hvd, StallWarningWithShortLimit) {
-  ScopedEnv e("COLL_STALL_CHECK_SECONDS", "0.3");
   withComms(2, [&](int r, collComm_t comm) {
     auto ctx = hvd::Context::from_comm(comm);
     std::vector<float> a(4, 1), o(4);
@@ -368,13 +366,12 @@ TEST(Hvd, StallWarningWithShortLimit) {
     if (r == 0) {
       EXPECT_GE(ctx->stats().stall_warnings, 1u);
     }
-  });
+  }, {{"COLL_STALL_CHECK_SECONDS", "0.3"}});
 }
 
 TEST(Hvd, CompressionAndTimeline) {
   std::string pattern = "/tmp/coll_hvd_tl_" + std::to_string(getpid()) + "_%r.json";
   {
-    ScopedEnv e("COLL_TIMELINE", pattern.c_str());
     withComms(2, [&](int r, collComm_t comm) {
       auto ctx = hvd::Context::from_comm(comm);
       const int n = 5000;
@@ -397,7 +394,7 @@ TEST(Hvd, CompressionAndTimeline) {
       EXPECT_THROW(ctx->allreduce_async({in.data(), collFloat32, {n}}, {o1.data(), collFloat32, {n}}, "x",
                                         {.op = hvd::ReduceOp::Max, .compression = hvd::Compression::int8()}),
                    hvd::Error);
-    });
+    }, {{"COLL_TIMELINE", pattern}});
   }
   for (int r = 0; r < 2; ++r) {
     std::string path = pattern;
@@ -418,10 +415,6 @@ TEST(Hvd, CompressionAndTimeline) {
 // calls ran into COLL_SYNCHRONIZE_TIMEOUT and its shutdown into COLL_TIMEOUT. Now every
 // rank's context creation fails, naming the rank and the reason.
 TEST(Hvd, UnwritableTimelineFailsContextOnEveryRank) {
-  ScopedEnv tl("COLL_TIMELINE", "/nonexistent-coll-dir/timeline.json");
-  ScopedEnv sync("COLL_SYNCHRONIZE_TIMEOUT", "2");  // bounds the test without the fix
-  ScopedEnv down("COLL_SHUTDOWN_TIMEOUT", "1");
-  ScopedEnv wait("COLL_TIMEOUT", "3");
   withComms(2, [&](int r, collComm_t comm) {
     try {
       auto ctx = hvd::Context::from_comm(comm);
@@ -433,7 +426,10 @@ TEST(Hvd, UnwritableTimelineFailsContextOnEveryRank) {
       std::string want = r == 0 ? "cannot open '/nonexistent-coll-dir/timeline.json'" : "rank 0 cannot open its timeline";
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << "rank " << r << ": " << e.what();
     }
-  });
+  }, {{"COLL_TIMELINE", "/nonexistent-coll-dir/timeline.json"},
+      {"COLL_SYNCHRONIZE_TIMEOUT", "2"},  // bounds the test without the fix
+      {"COLL_SHUTDOWN_TIMEOUT", "1"},
+      {"COLL_TIMEOUT", "3"}});
 }
 
 // Error feedback keeps a residual per tensor name. An unnamed tensor is named anew at

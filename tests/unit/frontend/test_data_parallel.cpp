@@ -319,8 +319,6 @@ TEST(TrainerData, CheckpointFailureOnRankZeroStopsEveryRankPromptly) {
   const Dataset train = syntheticData(8, 6), test = syntheticData(4, 7);
   const std::vector<std::vector<std::string>> cases = {
       {"--load", junk}, {"--save", dir + "/no_such_dir/ckpt"}};
-  ::setenv("COLL_SHUTDOWN_TIMEOUT", "8", 1);
-  ::setenv("COLL_TIMEOUT", "8", 1);
   for (const auto& extra : cases) {
     std::vector<std::string> args = {"--epochs", "1", "--batch-size", "4", "--no-progress"};
     args.insert(args.end(), extra.begin(), extra.end());
@@ -337,14 +335,12 @@ TEST(TrainerData, CheckpointFailureOnRankZeroStopsEveryRankPromptly) {
         failed[rank] = 1;
       }
       ctx->shutdown();
-    });
+    }, {{"COLL_SHUTDOWN_TIMEOUT", "8"}, {"COLL_TIMEOUT", "8"}});
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_EQ(failed, std::vector<int>({1, 1})) << extra[0];
     EXPECT_LT(seconds, 5.0) << extra[0];
   }
-  ::unsetenv("COLL_SHUTDOWN_TIMEOUT");
-  ::unsetenv("COLL_TIMEOUT");
   std::remove(junk.c_str());
 }
 

@@ -19,7 +19,7 @@ namespace {
 
 using testing_coll::Job;
 using testing_coll::onRanks;
-using testing_coll::ScopedEnv;
+using testing_coll::Tunables;
 
 bool mentions(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
@@ -90,18 +90,18 @@ TEST(ChooseTransports, ForcedNetNeedsTheSameBackendEverywhere) {
   EXPECT_THROW(choose("pigeon", 0, {"a"}, {}), coll::Error);
 }
 
-// Makes an n-rank job and returns each rank's result and error text.
+// Makes an n-rank job with `tunables` and returns each rank's result and error text.
 struct InitOutcome {
   std::vector<collResult_t> rc;
   std::vector<std::string> text;
 };
-InitOutcome tryInit(int n) {
+InitOutcome tryInit(int n, const Tunables& tunables) {
   collUniqueId id;
   EXPECT_EQ(collGetUniqueId(&id), collSuccess);
   InitOutcome o{std::vector<collResult_t>(n), std::vector<std::string>(n)};
   std::vector<collComm_t> comms(n, nullptr);
   onRanks(n, [&](int r) {
-    o.rc[r] = collCommInitRank(&comms[r], n, id, r);
+    o.rc[r] = testing_coll::initRank(&comms[r], n, id, r, tunables);
     o.text[r] = collGetLastError(nullptr);
     if (comms[r]) collCommDestroy(comms[r]);
   });
@@ -135,39 +135,38 @@ TEST(NetTransport, TheRankUsesTheTopologysNic) {
 }
 
 TEST(NetTransport, WithoutABackendEveryRankFailsAndSaysWhy) {
-  ScopedEnv transport("COLL_TRANSPORT", "net");
-  ScopedEnv timeout("COLL_TIMEOUT", "20");
+  const Tunables net = {{"COLL_TRANSPORT", "net"}, {"COLL_TIMEOUT", "20"}};
+  auto with = [&](const Tunables& more) {
+    Tunables all = net;
+    all.insert(all.end(), more.begin(), more.end());
+    return all;
+  };
   {
-    ScopedEnv plugin("COLL_NET_PLUGIN", "/nonexistent/libnothing.so");
-    auto o = tryInit(2);
+    auto o = tryInit(2, with({{"COLL_NET_PLUGIN", "/nonexistent/libnothing.so"}}));
     for (int r = 0; r < 2; ++r) {
       EXPECT_EQ(o.rc[r], collInvalidUsage) << o.text[r];
       EXPECT_TRUE(mentions(o.text[r], "/nonexistent/libnothing.so")) << o.text[r];
     }
   }
   {
-    ScopedEnv plugin("COLL_NET_PLUGIN", NET_BAD_VERSION_SO);
-    auto o = tryInit(2);
+    auto o = tryInit(2, with({{"COLL_NET_PLUGIN", NET_BAD_VERSION_SO}}));
     for (int r = 0; r < 2; ++r) EXPECT_TRUE(mentions(o.text[r], "interface version 99")) << o.text[r];
   }
   {
-    ScopedEnv plugin("COLL_NET_PLUGIN", NOT_A_NET_PLUGIN_SO);
-    auto o = tryInit(2);
+    auto o = tryInit(2, with({{"COLL_NET_PLUGIN", NOT_A_NET_PLUGIN_SO}}));
     for (int r = 0; r < 2; ++r) EXPECT_TRUE(mentions(o.text[r], "does not export collNetPlugin_v1")) << o.text[r];
   }
   {
     // The built-in InfiniBand backend: this machine has no RDMA device (or the build has
     // no libibverbs); either way the text says so.
-    ScopedEnv plugin("COLL_NET_PLUGIN", nullptr);
-    auto o = tryInit(2);
+    auto o = tryInit(2, with({{"COLL_NET_PLUGIN", ""}}));
     for (int r = 0; r < 2; ++r) {
       EXPECT_EQ(o.rc[r], collInvalidUsage) << o.text[r];
       EXPECT_TRUE(mentions(o.text[r], "has no network backend: InfiniBand")) << o.text[r];
     }
   }
   {
-    ScopedEnv net("COLL_NET", "none");
-    auto o = tryInit(2);
+    auto o = tryInit(2, with({{"COLL_NET", "none"}}));
     for (int r = 0; r < 2; ++r) EXPECT_TRUE(mentions(o.text[r], "COLL_NET=none")) << o.text[r];
   }
 }
@@ -187,11 +186,9 @@ struct Loop {
 };
 
 TEST(NetTransport, CollectivesGoThroughThePlugin) {
-  ScopedEnv transport("COLL_TRANSPORT", "net");
-  ScopedEnv plugin("COLL_NET_PLUGIN", NET_LOOP_SO);
   Loop loop;
   ASSERT_TRUE(loop.messages);
-  Job job(3);
+  Job job(3, {{"COLL_TRANSPORT", "net"}, {"COLL_NET_PLUGIN", NET_LOOP_SO}});
   ASSERT_TRUE(job.ok());
   const uint64_t before = loop.messages();
   job.run([&](int r, collComm_t c) {
@@ -203,12 +200,9 @@ TEST(NetTransport, CollectivesGoThroughThePlugin) {
 }
 
 TEST(NetTransport, ABackendFailureEndsTheCallOnEveryRank) {
-  ScopedEnv transport("COLL_TRANSPORT", "net");
-  ScopedEnv plugin("COLL_NET_PLUGIN", NET_LOOP_SO);
-  ScopedEnv timeout("COLL_TIMEOUT", "60");
   Loop loop;
   ASSERT_TRUE(loop.failAfter);
-  Job job(3);
+  Job job(3, {{"COLL_TRANSPORT", "net"}, {"COLL_NET_PLUGIN", NET_LOOP_SO}, {"COLL_TIMEOUT", "60"}});
   ASSERT_TRUE(job.ok());
   std::vector<collResult_t> rc(3);
   std::vector<std::string> text(3);

@@ -5,54 +5,25 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
-#include <initializer_list>
-#include <map>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "base/config.hpp"
 #include "fake_verbs.hpp"
 #include "transport/net/ib/verbs_ops.hpp"
 #include "transport/net/net_backend.hpp"
 
 namespace coll::net::ib::test {
 
-// Sets environment variables for a scope, restoring what was there.
-class ScopedEnv {
- public:
-  ScopedEnv() = default;
-  ScopedEnv(std::initializer_list<std::pair<std::string, std::string>> vars) {
-    for (auto& [k, v] : vars) set(k, v);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-  void set(const std::string& k, const std::string& v) {
-    if (!saved_.count(k)) {
-      const char* old = getenv(k.c_str());
-      saved_[k] = old ? std::optional<std::string>(old) : std::nullopt;
-    }
-    setenv(k.c_str(), v.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    for (auto& [k, v] : saved_) {
-      if (v) setenv(k.c_str(), v->c_str(), 1);
-      else unsetenv(k.c_str());
-    }
-  }
-
- private:
-  std::map<std::string, std::optional<std::string>> saved_;
-};
-
-// The backend, initialised over `fabric` (or the real libibverbs when null).
+// The backend, initialised over `fabric` (or the real libibverbs when null) with
+// `tunables` (COLL_IB_*) in place of the environment's.
 class Backend {
  public:
-  explicit Backend(const fake::FakeFabric* fabric) {
+  explicit Backend(const fake::FakeFabric* fabric, const ConfigOverrides& tunables = {}) {
     setVerbsOpsForTesting(fabric ? fabric->ops() : nullptr);
-    rc = p->init(nullptr, &ctx);
+    rc = ibBackendInit(Config::fromEnv(tunables), nullptr, &ctx);
   }
   ~Backend() {
     if (ctx) p->finalize(ctx);

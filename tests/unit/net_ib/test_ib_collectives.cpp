@@ -27,8 +27,18 @@
 namespace {
 
 using testing_coll::Job;
-using testing_coll::ScopedEnv;
+using testing_coll::Tunables;
 namespace fake = coll::net::ib::fake;
+
+// Communicators over the built-in InfiniBand backend. Its own tunables (COLL_IB_*) come
+// from the environment (meson.build sets them per test): the library initialises the
+// backend once per process, through the plugin interface, which reads nothing else.
+const Tunables kOverIb = {{"COLL_TRANSPORT", "net"}, {"COLL_NET", "ib"}, {"COLL_NET_PLUGIN", ""}};
+Tunables overIb(const char* timeout) {
+  Tunables t = kOverIb;
+  t.emplace_back("COLL_TIMEOUT", timeout);
+  return t;
+}
 
 // One fabric for the whole program: the library keeps the backend it initialised (and
 // with it this fabric's verbs) for the life of the process.
@@ -51,7 +61,7 @@ bool zeroCopy() {
 // The backend's context (the library keeps it once loaded), for its counters.
 void* backendContext() {
   std::string why;
-  const coll::net::Backend* b = coll::net::backendFor(coll::Config::fromEnv(), &why);
+  const coll::net::Backend* b = coll::net::backendFor(coll::Config::fromEnv(kOverIb), &why);
   EXPECT_NE(b, nullptr) << why;
   return b ? b->context : nullptr;
 }
@@ -68,15 +78,11 @@ Snapshot snapshot() {
 class IbCollectives : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override { fabric(); }
-  ScopedEnv transport_{"COLL_TRANSPORT", "net"};
-  ScopedEnv net_{"COLL_NET", "ib"};
-  ScopedEnv plugin_{"COLL_NET_PLUGIN", nullptr};
-  ScopedEnv timeout_{"COLL_TIMEOUT", "60"};
 };
 
 TEST_P(IbCollectives, EveryCollectiveMatchesTheReference) {
   const int n = GetParam();
-  Job job(n);
+  Job job(n, overIb("60"));
   ASSERT_TRUE(job.ok());
   job.run([&](int r, collComm_t c) {
     // Sizes around the backend's slot (128 KiB) and a few slots long.
@@ -124,7 +130,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, IbCollectives, ::testing::Values(2, 3, 4));
 TEST_F(IbCollectives, LargeAllReduceCopiesNothingWithZeroCopy) {
   const int n = 4;
   const size_t count = size_t(4) << 20;
-  Job job(n);
+  Job job(n, overIb("60"));
   ASSERT_TRUE(job.ok());
   Snapshot before = snapshot();
   job.run([&](int r, collComm_t c) {
@@ -156,9 +162,7 @@ TEST_F(IbCollectives, LargeAllReduceCopiesNothingWithZeroCopy) {
 
 TEST(IbCollectivesFailure, AFailedCompletionEndsTheCallOnEveryRank) {
   fabric();
-  ScopedEnv transport("COLL_TRANSPORT", "net"), net("COLL_NET", "ib"), plugin("COLL_NET_PLUGIN", nullptr),
-      timeout("COLL_TIMEOUT", "60");
-  Job job(3);
+  Job job(3, overIb("60"));
   ASSERT_TRUE(job.ok());
   std::vector<collResult_t> rc(3);
   std::vector<std::string> text(3);
@@ -183,7 +187,7 @@ TEST(IbCollectivesFailure, AFailedCompletionEndsTheCallOnEveryRank) {
 // a sender that leaves before its receivers post.
 class IbSequences : public IbCollectives {};
 
-TEST_F(IbSequences, FourRanks) { testing_coll::seq::runSequence(4, 6, 200); }
-TEST_F(IbSequences, ARankThatLeftEarlyStillDelivers) { testing_coll::seq::checkLeftEarly(); }
+TEST_F(IbSequences, FourRanks) { testing_coll::seq::runSequence(4, 6, 200, kOverIb); }
+TEST_F(IbSequences, ARankThatLeftEarlyStillDelivers) { testing_coll::seq::checkLeftEarly(kOverIb); }
 
 }  // namespace

@@ -31,8 +31,7 @@ std::vector<size_t> boundarySizes(size_t chunk) {
 }
 
 TEST_F(IbData, SizesAroundBoundaries) {
-  ScopedEnv env({{"COLL_IB_CHUNK", "4K"}, {"COLL_IB_SLOTS", "4"}});
-  Backend b(&fabric);
+  Backend b(&fabric, {{"COLL_IB_CHUNK", "4K"}, {"COLL_IB_SLOTS", "4"}});
   ASSERT_EQ(b.rc, 0) << b.error();
   Pair pr = connectPair(b, 0, 1);
   auto msgs = makeMsgs(boundarySizes(4096), {}, 1);
@@ -44,8 +43,7 @@ TEST_F(IbData, SizesAroundBoundaries) {
 
 TEST_F(IbData, SizesWithImmediateDelivery) {
   fabric.setDeferred(false);
-  ScopedEnv env({{"COLL_IB_CHUNK", "64"}, {"COLL_IB_SLOTS", "1"}});
-  Backend b(&fabric);
+  Backend b(&fabric, {{"COLL_IB_CHUNK", "64"}, {"COLL_IB_SLOTS", "1"}});
   ASSERT_EQ(b.rc, 0) << b.error();
   Pair pr = connectPair(b, 0, 1);
   auto msgs = makeMsgs(boundarySizes(64), {}, 2);
@@ -56,8 +54,7 @@ TEST_F(IbData, SizesWithImmediateDelivery) {
 }
 
 TEST_F(IbData, LargeMessagesThroughTheSlots) {
-  ScopedEnv env({{"COLL_IB_ZCOPY", "0"}});  // zero-copy ones: test_ib_zcopy.cpp
-  Backend b(&fabric);  // default slots
+  Backend b(&fabric, {{"COLL_IB_ZCOPY", "0"}});  // default slots; zero-copy ones: test_ib_zcopy.cpp
   ASSERT_EQ(b.rc, 0) << b.error();
   Pair pr = connectPair(b, 1, 0);
   auto msgs = makeMsgs({(8u << 20) + 3, 64u << 20, 5}, {}, 3);
@@ -68,8 +65,7 @@ TEST_F(IbData, LargeMessagesThroughTheSlots) {
 }
 
 TEST_F(IbData, OrderAndTagsWithMoreMessagesThanRequests) {
-  ScopedEnv env({{"COLL_IB_CHUNK", "256"}, {"COLL_IB_SLOTS", "4"}});
-  Backend b(&fabric);
+  Backend b(&fabric, {{"COLL_IB_CHUNK", "256"}, {"COLL_IB_SLOTS", "4"}});
   ASSERT_EQ(b.rc, 0) << b.error();
   Pair pr = connectPair(b, 0, 1);
   std::vector<size_t> sizes;
@@ -83,8 +79,7 @@ TEST_F(IbData, OrderAndTagsWithMoreMessagesThanRequests) {
 }
 
 TEST_F(IbData, RequestsBeyondMaxAreNull) {
-  ScopedEnv env({{"COLL_IB_SLOTS", "4"}});
-  Backend b(&fabric);
+  Backend b(&fabric, {{"COLL_IB_SLOTS", "4"}});
   ASSERT_EQ(b.rc, 0) << b.error();
   collNetProperties_t props;
   ASSERT_EQ(b.p->getProperties(b.ctx, 0, &props), 0);
@@ -101,8 +96,7 @@ TEST_F(IbData, RequestsBeyondMaxAreNull) {
 }
 
 TEST_F(IbData, TruncationKeepsTrueSizeAndStream) {
-  ScopedEnv env({{"COLL_IB_CHUNK", "4K"}, {"COLL_IB_SLOTS", "2"}});
-  Backend b(&fabric);
+  Backend b(&fabric, {{"COLL_IB_CHUNK", "4K"}, {"COLL_IB_SLOTS", "2"}});
   ASSERT_EQ(b.rc, 0) << b.error();
   Pair pr = connectPair(b, 0, 1);
   auto msgs = makeMsgs({100, 3 * 4096 + 7, 50, 20000, 1, 4096}, {40, 4096 + 3, 50, 0, 0, 5000}, 6);
@@ -114,8 +108,7 @@ TEST_F(IbData, TruncationKeepsTrueSizeAndStream) {
 
 // Rank 0 sends on A and receives on B, rank 1 the reverse, each in its own thread.
 TEST_F(IbData, OppositeDirectionsFromTwoThreads) {
-  ScopedEnv env({{"COLL_IB_CHUNK", "1K"}, {"COLL_IB_SLOTS", "8"}});
-  Backend b(&fabric);
+  Backend b(&fabric, {{"COLL_IB_CHUNK", "1K"}, {"COLL_IB_SLOTS", "8"}});
   ASSERT_EQ(b.rc, 0) << b.error();
   Pair a = connectPair(b, 0, 1);
   Pair c = connectPair(b, 1, 0);
@@ -143,9 +136,8 @@ TEST_F(IbData, OppositeDirectionsFromTwoThreads) {
 TEST(IbDataRoce, Pair) {
   FakeFabric roce({fake::roceDevice("rocep1s0", {fake::linkLocalGid(1), fake::ipv4Gid(10, 0, 0, 1)}),
                    fake::roceDevice("rocep2s0", {fake::linkLocalGid(2), fake::ipv4Gid(10, 0, 0, 2)})});
-  ScopedEnv env({{"COLL_IB_CHUNK", "1K"}});
   {
-    Backend b(&roce);
+    Backend b(&roce, {{"COLL_IB_CHUNK", "1K"}});
     ASSERT_EQ(b.rc, 0) << b.error();
     Pair pr = connectPair(b, 0, 1);
     auto msgs = makeMsgs({0, 1, 3000, 100000}, {}, 9);

@@ -67,8 +67,7 @@ TEST(IbFake, HcaFilter) {
   FakeFabric f = twoDevices();
   // The one port COLL_IB_HCA=hca leaves.
   auto onlyPort = [&](const char* hca) {
-    ScopedEnv env({{"COLL_IB_HCA", hca}});
-    Backend b(&f);
+    Backend b(&f, {{"COLL_IB_HCA", hca}});
     EXPECT_EQ(b.rc, 0) << b.error();
     int n = 0;
     collNetProperties_t pr{};
@@ -79,20 +78,17 @@ TEST(IbFake, HcaFilter) {
   EXPECT_EQ(onlyPort("mlx5_1"), "mlx5_1:1");
   EXPECT_EQ(onlyPort("^mlx5_1"), "mlx5_0:1");
   {
-    ScopedEnv env({{"COLL_IB_HCA", "mlx5_1:2"}});
-    Backend b(&f);
+    Backend b(&f, {{"COLL_IB_HCA", "mlx5_1:2"}});
     EXPECT_NE(b.rc, 0);
     EXPECT_EQ(b.error(), "InfiniBand: no ACTIVE port on mlx5_1 (port 2: DOWN)");
   }
   {
-    ScopedEnv env({{"COLL_IB_HCA", "mlx9_0,mlx5_0:3"}});
-    Backend b(&f);
+    Backend b(&f, {{"COLL_IB_HCA", "mlx9_0,mlx5_0:3"}});
     EXPECT_NE(b.rc, 0);
     EXPECT_EQ(b.error(), "InfiniBand: COLL_IB_HCA=mlx9_0,mlx5_0:3 matches none of: mlx5_0, mlx5_1");
   }
   {
-    ScopedEnv env({{"COLL_IB_HCA", "mlx5_0:x"}});
-    Backend b(&f);
+    Backend b(&f, {{"COLL_IB_HCA", "mlx5_0:x"}});
     EXPECT_NE(b.rc, 0);
     EXPECT_TRUE(contains(b.error(), "'mlx5_0:x' has no valid port number")) << b.error();
   }
@@ -142,9 +138,9 @@ TEST(IbFake, BadTunables) {
       {"COLL_IB_CHUNK", "64M", "COLL_IB_SLOTS", "17", "per connection is over 1 GiB"},
   };
   for (const Case& k : cases) {
-    ScopedEnv env({{k.env, k.value}});
-    if (!k.env2.empty()) env.set(k.env2, k.value2);
-    Backend b(&f);
+    ConfigOverrides tunables = {{k.env, k.value}};
+    if (!k.env2.empty()) tunables.emplace_back(k.env2, k.value2);
+    Backend b(&f, tunables);
     EXPECT_NE(b.rc, 0) << k.env << "=" << k.value;
     EXPECT_TRUE(contains(b.error(), k.message)) << b.error();
   }
@@ -189,8 +185,7 @@ TEST(IbFake, RoceGidChoice) {
   ASSERT_EQ(ports.size(), 1u);
   EXPECT_EQ(ports[0].gidIndex, 2);
   EXPECT_TRUE(ports[0].roce());
-  ScopedEnv env({{"COLL_IB_GID_INDEX", "1"}});
-  Backend b(&f2);
+  Backend b(&f2, {{"COLL_IB_GID_INDEX", "1"}});
   ASSERT_EQ(b.rc, 0) << b.error();
 }
 

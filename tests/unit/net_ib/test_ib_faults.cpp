@@ -10,12 +10,9 @@ using fake::FakeFabric;
 
 class IbFaults : public ::testing::Test {
  protected:
-  IbFaults() : fabric({fake::ibDevice("mlx5_0"), fake::ibDevice("mlx5_1")}) {
-    env.set("COLL_IB_CHUNK", "1K");
-    env.set("COLL_IB_SLOTS", "4");
-  }
+  IbFaults() : fabric({fake::ibDevice("mlx5_0"), fake::ibDevice("mlx5_1")}) {}
   void SetUp() override {
-    b = std::make_unique<Backend>(&fabric);
+    b = std::make_unique<Backend>(&fabric, ConfigOverrides{{"COLL_IB_CHUNK", "1K"}, {"COLL_IB_SLOTS", "4"}});
     ASSERT_EQ(b->rc, 0) << b->error();
     pr = connectPair(*b, 0, 1);
     qpns = fabric.qpns();  // listen made the receiver's QP, connect the sender's
@@ -28,7 +25,6 @@ class IbFaults : public ::testing::Test {
     EXPECT_EQ(c.qps + c.mrs + c.cqs + c.pds + c.contexts, 0);
     EXPECT_TRUE(fabric.misuse().empty()) << fabric.misuse().front();
   }
-  ScopedEnv env;
   FakeFabric fabric;
   std::unique_ptr<Backend> b;
   Pair pr;

@@ -49,10 +49,9 @@ uint64_t sum(const std::vector<size_t>& v, size_t from) {
 }
 
 TEST_F(IbZcopy, NoCopiesAboveTheCutOver) {
-  ScopedEnv env({{"COLL_IB_CHUNK", "16K"}, {"COLL_IB_SLOTS", "8"}, {"COLL_IB_ZCOPY_MIN", "64K"}});
   const std::vector<size_t> sizes = {100, (64 << 10) - 1, 64 << 10, (64 << 10) + 1, (1 << 20) + 7, 3 << 20, 0};
   {
-    Backend b(&fabric);
+    Backend b(&fabric, {{"COLL_IB_CHUNK", "16K"}, {"COLL_IB_SLOTS", "8"}, {"COLL_IB_ZCOPY_MIN", "64K"}});
     ASSERT_EQ(b.rc, 0) << b.error();
     Pair pr = connectPair(b, 0, 1);
     auto msgs = makeMsgs(sizes, {}, 1);
@@ -79,8 +78,7 @@ TEST_F(IbZcopy, NoCopiesAboveTheCutOver) {
 // nothing for a zero-copy message.
 TEST_F(IbZcopy, SeveralQpsShuffledWithTruncation) {
   fabric.setShuffle(11);
-  ScopedEnv env({{"COLL_IB_QPS", "4"}, {"COLL_IB_CHUNK", "8K"}, {"COLL_IB_SLOTS", "4"}, {"COLL_IB_ZCOPY_MIN", "16K"}});
-  Backend b(&fabric);
+  Backend b(&fabric, {{"COLL_IB_QPS", "4"}, {"COLL_IB_CHUNK", "8K"}, {"COLL_IB_SLOTS", "4"}, {"COLL_IB_ZCOPY_MIN", "16K"}});
   ASSERT_EQ(b.rc, 0) << b.error();
   Pair pr = connectPair(b, 0, 1);
   std::vector<size_t> sizes, caps;
@@ -108,8 +106,7 @@ TEST_F(IbZcopy, SeveralQpsShuffledWithTruncation) {
 }
 
 TEST_F(IbZcopy, ReceivePostedBeforeOrAfterItsSend) {
-  ScopedEnv env({{"COLL_IB_QPS", "2"}, {"COLL_IB_ZCOPY_MIN", "4K"}});
-  Backend b(&fabric);
+  Backend b(&fabric, {{"COLL_IB_QPS", "2"}, {"COLL_IB_ZCOPY_MIN", "4K"}});
   ASSERT_EQ(b.rc, 0) << b.error();
   Pair pr = connectPair(b, 0, 1);
   for (bool recvFirst : {true, false, true}) {
@@ -150,8 +147,7 @@ TEST_F(IbZcopy, ReceivePostedBeforeOrAfterItsSend) {
 // one before has completed (as an algorithm whose next step needs the last one's data):
 // the headers of later messages must not take the credits an earlier one still needs.
 TEST_F(IbZcopy, ReceivesPostedOneAtATimeBehindManySends) {
-  ScopedEnv env({{"COLL_IB_SLOTS", "4"}, {"COLL_IB_CHUNK", "4K"}, {"COLL_IB_ZCOPY_MIN", "4K"}});
-  Backend b(&fabric);
+  Backend b(&fabric, {{"COLL_IB_SLOTS", "4"}, {"COLL_IB_CHUNK", "4K"}, {"COLL_IB_ZCOPY_MIN", "4K"}});
   ASSERT_EQ(b.rc, 0) << b.error();
   Pair pr = connectPair(b, 0, 1);
   constexpr int kMsgs = 12;
@@ -350,8 +346,7 @@ TEST_F(IbZcopyPair, RemoteAccessErrorNamesTheCause) {
 // A sender without zero-copy: its reply says so, and both sides stay eager.
 TEST_F(IbZcopy, OneSideWithoutZeroCopyKeepsTheConnectionEager) {
   auto on = std::make_unique<Backend>(&fabric);
-  ScopedEnv env({{"COLL_IB_ZCOPY", "0"}});
-  auto off = std::make_unique<Backend>(&fabric);
+  auto off = std::make_unique<Backend>(&fabric, ConfigOverrides{{"COLL_IB_ZCOPY", "0"}});
   ASSERT_EQ(on->rc, 0) << on->error();
   ASSERT_EQ(off->rc, 0) << off->error();
   char handle[COLL_NET_HANDLE_BYTES], reply[COLL_NET_HANDLE_BYTES];

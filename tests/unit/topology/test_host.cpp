@@ -252,8 +252,8 @@ TEST(TopoXml, MissingAndCorruptFiles) {
   std::ofstream(html) << "<html><body>not a topology</body></html>\n";
   expectError([&] { loadXml(html); }, collInvalidArgument, {html.c_str()});
   expectError([&] { loadXml(dir.path()); }, collInvalidArgument, {"not a regular file"});
-  EnvGuard file("COLL_TOPO_FILE", bad);
-  expectError([] { discoverLocal(Config::fromEnv()); }, collInvalidArgument, {"COLL_TOPO_FILE", "corrupt.xml"});
+  expectError([&] { discoverLocal(Config::fromEnv({{"COLL_TOPO_FILE", bad}})); }, collInvalidArgument,
+              {"COLL_TOPO_FILE", "corrupt.xml"});
 }
 
 // A PU or NUMA node without an os_index (or with an absurd one) made hwloc build bitmaps
@@ -356,6 +356,8 @@ TEST(TopoXml, UnreadableFileIsNotCalledCorrupt) {
       << msg;
 }
 
+// The environment is the subject: a user points COLL_TOPO_FILE and COLL_TOPO_DUMP_FILE
+// at files without changing the program.
 TEST(TopoXml, TopoFileAndDumpRoundTrip) {
   TempDir dir;
   EnvGuard file("COLL_TOPO_FILE", dataFile("gpu8_ib4.xml"));
@@ -374,8 +376,7 @@ TEST(TopoXml, TopoFileAndDumpRoundTrip) {
 
 TEST(TopoDiscover, ThisMachineAndItsDump) {
   TempDir dir;
-  EnvGuard dump("COLL_TOPO_DUMP_FILE", dir.path() + "/%h.xml");
-  HostTopo live = discoverLocal(Config::fromEnv());
+  HostTopo live = discoverLocal(Config::fromEnv({{"COLL_TOPO_DUMP_FILE", dir.path() + "/%h.xml"}}));
   EXPECT_TRUE(live.detailed);
   EXPECT_EQ(live.source, "hwloc");
   ASSERT_GE(live.packages.size(), 1u);
@@ -398,8 +399,7 @@ TEST(TopoDiscover, ThisMachineAndItsDump) {
 }
 
 TEST(TopoDiscover, UnwritableDumpIsOnlyAWarning) {
-  EnvGuard dump("COLL_TOPO_DUMP_FILE", "/nonexistent-dir/topo.xml");
-  EXPECT_TRUE(discoverLocal(Config::fromEnv()).detailed);
+  EXPECT_TRUE(discoverLocal(Config::fromEnv({{"COLL_TOPO_DUMP_FILE", "/nonexistent-dir/topo.xml"}})).detailed);
 }
 
 #else  // built without hwloc
@@ -412,8 +412,7 @@ TEST(TopoNoHwloc, HostGroupingOnly) {
   EXPECT_TRUE(t.numas.empty());
   EXPECT_EQ(localityOfCpus(t, boundCpus()).numa, -1);
   expectError([] { loadXml(dataFile("gpu8_ib4.xml")); }, collInvalidUsage, {"without hwloc"});
-  EnvGuard file("COLL_TOPO_FILE", dataFile("gpu8_ib4.xml"));
-  EXPECT_FALSE(discoverLocal(Config::fromEnv()).detailed);  // ignored with a warning
+  EXPECT_FALSE(discoverLocal(Config::fromEnv({{"COLL_TOPO_FILE", dataFile("gpu8_ib4.xml")}})).detailed);  // ignored with a warning
 }
 
 #endif

@@ -185,6 +185,7 @@ TEST(TopoJob, NetPathsPriceTheNetworkByTransport) {
   EXPECT_DOUBLE_EQ(unmeasured.link(0, 2).bwGBs, 25);  // the NIC speed still bounds it
 }
 
+// The environment is the subject: COLL_HOST_ID set by a launcher or a user.
 TEST(TopoJob, HostIdFromEnvironment) {
   EnvGuard id("COLL_HOST_ID", "sim-host-7");
   RankPlacement p = place(hostOnly(), 0, localHostId(), {0});
@@ -373,8 +374,7 @@ TEST(TopoJob, CpuServersNicAffinity) {
   expectError([&] { subJob(job, {8}); }, collInvalidArgument, {"rank 8"});
 
   // The user's figure wins over the NIC speed.
-  EnvGuard bw("COLL_TOPO_LINK_BW", "ethernet=2");
-  JobTopo tuned(ps, LinkTable::fromConfig(Config::fromEnv()));
+  JobTopo tuned(ps, LinkTable::fromConfig(Config::fromEnv({{"COLL_TOPO_LINK_BW", "ethernet=2"}})));
   EXPECT_DOUBLE_EQ(tuned.link(0, 1).bwGBs, 2.0);
 
   // A rank allowed on every CPU has no NUMA home: assumed to cross sockets.

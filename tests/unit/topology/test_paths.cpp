@@ -9,7 +9,6 @@
 namespace coll {
 namespace {
 
-using test::EnvGuard;
 using test::expectError;
 
 PciHop hop(uint64_t id, bool host = false) { return {id, host, "h" + std::to_string(id)}; }
@@ -187,9 +186,8 @@ TEST(TopoPaths, LinkTableDefaultsAndOverrides) {
   EXPECT_LT(d.ethernet.bwGBs, d.of(PathClass::Network).bwGBs);
   EXPECT_GT(d.ethernet.latUs, d.of(PathClass::Network).latUs);
 
-  EnvGuard bw("COLL_TOPO_LINK_BW", "nvlink=40,network=25.5,ethernet=3");
-  EnvGuard lat("COLL_TOPO_LINK_LAT", "cross-socket=2.5");
-  LinkTable t = LinkTable::fromConfig(Config::fromEnv());
+  LinkTable t = LinkTable::fromConfig(Config::fromEnv(
+      {{"COLL_TOPO_LINK_BW", "nvlink=40,network=25.5,ethernet=3"}, {"COLL_TOPO_LINK_LAT", "cross-socket=2.5"}}));
   EXPECT_DOUBLE_EQ(t.of(PathClass::NVLink).bwGBs, 40);
   EXPECT_DOUBLE_EQ(t.of(PathClass::Network).bwGBs, 25.5);
   EXPECT_DOUBLE_EQ(t.ethernet.bwGBs, 3);

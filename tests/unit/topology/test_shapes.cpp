@@ -21,7 +21,6 @@ namespace {
 
 using test::dataFile;
 using test::editedCopy;
-using test::EnvGuard;
 using test::expectError;
 using test::TempDir;
 
@@ -284,8 +283,8 @@ TEST(TopoShapes, XmlVersion3) {
   const std::string path = dataFile("epyc_ib_mgmt_v3.xml");
   expectError([&] { loadXml(path); }, collInvalidArgument,
               {path.c_str(), "hwloc XML version 3 file", "lstopo --of v2xml", "hwloc 2.x's 'lstopo FILE.xml'"});
-  EnvGuard file("COLL_TOPO_FILE", path);
-  expectError([] { discoverLocal(Config::fromEnv()); }, collInvalidArgument, {"COLL_TOPO_FILE", "version 3"});
+  expectError([&] { discoverLocal(Config::fromEnv({{"COLL_TOPO_FILE", path}})); }, collInvalidArgument,
+              {"COLL_TOPO_FILE", "version 3"});
   // A damaged v2 file keeps the generic message.
   TempDir dir;
   std::string broken = editedCopy(dir, "epyc_ib_mgmt.xml", "<object type=\"Package\"", "<object type=\"Pkg\"");

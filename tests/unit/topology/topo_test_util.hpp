@@ -19,7 +19,8 @@ namespace coll::test {
 // COLL_TOPO_TEST_DATA is tests/data/topo, passed by meson.
 inline std::string dataFile(const std::string& name) { return std::string(COLL_TOPO_TEST_DATA) + "/" + name; }
 
-// Sets an environment variable for the scope, restoring the previous state afterwards.
+// Sets an environment variable for the scope, restoring the previous state afterwards:
+// for tests whose subject is the environment (the others pass a Config).
 class EnvGuard {
  public:
   EnvGuard(const char* name, const std::string& value) : name_(name) {

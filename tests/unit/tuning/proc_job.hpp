@@ -1,8 +1,9 @@
-// Ranks as processes, each with its own environment: the way to put ranks of one test on
-// different simulated hosts (COLL_HOST_ID is read once per process). The parent forks one
-// child per rank, then makes the unique id (and with it the rendezvous root) and passes it
-// to each over a pipe, and collects each child's exit status and the 64-bit values it
-// reports (result hashes) over another.
+// Ranks as processes: one test's ranks on different simulated hosts (each rank's
+// communicator is given its host as COLL_HOST_ID), each with its own process-wide state
+// (a tuner plugin's environment, the CPU it is pinned to). The parent forks one child per
+// rank, then makes the unique id (and with it the rendezvous root) and passes it to each
+// over a pipe, and collects each child's exit status and the 64-bit values it reports
+// (result hashes) over another.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "../collectives/harness.hpp"
 #include "collective.h"
 
 namespace testing_coll {
@@ -42,9 +44,13 @@ inline bool readId(int fd, collUniqueId* id) {
   return true;
 }
 
-// rankEnv, where given, holds further variables per rank, set after `env`.
-inline std::vector<ProcResult> runProcs(const std::vector<std::string>& hostOfRank, const Env& env,
-                                        const ProcBody& body, const std::vector<Env>& rankEnv = {}) {
+// `tunables` configure every rank's communicator (collConfig_t::tunables); rankTunables,
+// where given, further ones per rank, after them. rankEnv, where given, holds variables
+// set in each rank's environment, for what reads nothing else: a tuner plugin's own
+// settings (COLL_TUNER_TABLE), TEST_PIN_CPU.
+inline std::vector<ProcResult> runProcs(const std::vector<std::string>& hostOfRank, const Env& tunables,
+                                        const ProcBody& body, const std::vector<Env>& rankEnv = {},
+                                        const std::vector<Env>& rankTunables = {}) {
   const int n = static_cast<int>(hostOfRank.size());
   std::vector<pid_t> pids(n, -1);
   std::vector<int> fds(n, -1), idFds(n, -1);
@@ -71,9 +77,11 @@ inline std::vector<ProcResult> runProcs(const std::vector<std::string>& hostOfRa
       collUniqueId id;
       if (!readId(q[0], &id)) _exit(100);
       close(q[0]);
-      setenv("COLL_HOST_ID", hostOfRank[r].c_str(), 1);
-      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-      if (static_cast<size_t>(r) < rankEnv.size())
+      Env mine = {{"COLL_HOST_ID", hostOfRank[r]}};
+      mine.insert(mine.end(), tunables.begin(), tunables.end());
+      if (static_cast<size_t>(r) < rankTunables.size())
+        mine.insert(mine.end(), rankTunables[r].begin(), rankTunables[r].end());
+      if (static_cast<size_t>(r) < rankEnv.size())  // the subject here is the environment
         for (const auto& [k, v] : rankEnv[r]) setenv(k.c_str(), v.c_str(), 1);
       // TEST_PIN_CPU=c pins the rank to CPU c (modulo the CPUs there are) before it joins,
       // so that its placement (ring order inside its host, leader choice) follows.
@@ -86,7 +94,7 @@ inline std::vector<ProcResult> runProcs(const std::vector<std::string>& hostOfRa
       }
       collComm_t comm = nullptr;
       int fails = 100;
-      if (collCommInitRank(&comm, n, id, r) == collSuccess) {
+      if (initRank(&comm, n, id, r, mine) == collSuccess) {
         std::vector<uint64_t> report;
         fails = body(r, comm, report);
         size_t bytes = report.size() * sizeof(uint64_t);

@@ -108,8 +108,11 @@ class RankChecks : public RankCalls {
 TEST_P(Algorithms, MatchTheReference) {
   const int n = std::get<0>(GetParam());
   const Variant& v = kVariants[std::get<1>(GetParam())];
-  ScopedEnv algo("COLL_ALGO", v.algo), chunk("COLL_CHUNK_BYTES", v.chunk), depth("COLL_PIPELINE_DEPTH", v.depth);
-  Job job(n);
+  Tunables tunables;
+  for (const auto& [name, value] : {std::pair{"COLL_ALGO", v.algo}, std::pair{"COLL_CHUNK_BYTES", v.chunk},
+                                    std::pair{"COLL_PIPELINE_DEPTH", v.depth}})
+    if (value && *value) tunables.emplace_back(name, value);
+  Job job(n, tunables);
   ASSERT_TRUE(job.ok());
   expectForced(job.comm(0), v.algo);
   const size_t counts[] = {1, 7, static_cast<size_t>(13 * n + 5), 1031};

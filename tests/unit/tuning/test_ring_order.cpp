@@ -27,8 +27,7 @@ class RingOrder : public ::testing::TestWithParam<int> {};
 
 TEST_P(RingOrder, PermutedRingsMatchTheReference) {
   const int n = GetParam();
-  ScopedEnv chunk("COLL_CHUNK_BYTES", "512");  // several chunks per block
-  Job job(n);
+  Job job(n, {{"COLL_CHUNK_BYTES", "512"}});  // several chunks per block
   ASSERT_TRUE(job.ok());
   const std::vector<int> order = shuffled(n, 1000 + n);
   const size_t count = 3 * 512 / 4 * n + 3;  // uneven blocks of a few chunks each

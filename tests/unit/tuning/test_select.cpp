@@ -31,8 +31,7 @@ std::string chosen(collComm_t handle, coll::OpKind kind, size_t count) {
 TEST(Select, ForcedAlgorithmsAndFallback) {
   {
     // A later item wins: "hd" replaces the all-reduce part of "rd".
-    ScopedEnv algo("COLL_ALGO", "rd,allreduce:hd,broadcast:tree");
-    Job job(3);
+    Job job(3, {{"COLL_ALGO", "rd,allreduce:hd,broadcast:tree"}});
     ASSERT_TRUE(job.ok());
     EXPECT_EQ(chosen(job.comm(0), coll::OpKind::AllReduce, 1), "hd");
     EXPECT_EQ(chosen(job.comm(0), coll::OpKind::AllReduce, 1 << 24), "hd");
@@ -41,8 +40,7 @@ TEST(Select, ForcedAlgorithmsAndFallback) {
   }
   // One host does not support "hier": the model's choice stands, and the selector says
   // so once per collective (it used to pass over the forcing without a word).
-  ScopedEnv algo("COLL_ALGO", "allreduce:hier,allgather:hier");
-  Job job(3);
+  Job job(3, {{"COLL_ALGO", "allreduce:hier,allgather:hier"}});
   ASSERT_TRUE(job.ok());
   const coll::Comm& comm = *coll::liveComm(job.comm(0)).impl;
   coll::Selector sel(comm.config());
@@ -136,11 +134,10 @@ TEST(Select, BadForcingIsAnError) {
       {"everything:ring", "unknown collective 'everything' (allreduce, broadcast,"},
       {"barrier:ring", "barrier has no algorithm named 'ring' (it has none)"}};
   for (const auto& [bad, why] : cases) {
-    ScopedEnv algo("COLL_ALGO", bad);
     collComm_t comm = nullptr;
     collUniqueId id;
     ASSERT_EQ(collGetUniqueId(&id), collSuccess);
-    EXPECT_EQ(collCommInitRank(&comm, 1, id, 0), collInvalidArgument) << bad;
+    EXPECT_EQ(initRank(&comm, 1, id, 0, {{"COLL_ALGO", bad}}), collInvalidArgument) << bad;
     const std::string text = collGetLastError(nullptr);
     EXPECT_NE(text.find(std::string("COLL_ALGO: ") + why), std::string::npos) << text;
   }
@@ -167,8 +164,7 @@ TEST(Select, DeviceAlgorithmsAreChosenAndForcedLikeTheOthers) {
   EXPECT_EQ(deviceName("ring", coll::OpKind::Broadcast), "ipc");  // broadcast has no ring
   EXPECT_EQ(deviceName("allreduce:ring,allreduce:ipc", coll::OpKind::AllReduce), "ipc");
   // Forced for host buffers, a device algorithm cannot run the call: the model picks.
-  ScopedEnv algo("COLL_ALGO", "allreduce:ipc");
-  Job job(2);
+  Job job(2, {{"COLL_ALGO", "allreduce:ipc"}});
   ASSERT_TRUE(job.ok());
   const coll::Comm& comm = *coll::liveComm(job.comm(0)).impl;
   coll::Selector sel(comm.config());
@@ -185,9 +181,9 @@ TEST(Select, DeviceAlgorithmsAreChosenAndForcedLikeTheOthers) {
 }
 
 TEST(Select, TablePluginOverridesTheModel) {
-  ScopedEnv plugin("COLL_TUNER_PLUGIN", TUNER_TABLE_SO);
+  // The plugin's own configuration is its environment (coll_tuner.h gives it no other).
   ScopedEnv table("COLL_TUNER_TABLE", "allreduce:0-1K=tree;allreduce:1K-=rd;broadcast:0-=tree;reduce:0-=nosuch");
-  Job job(4);
+  Job job(4, {{"COLL_TUNER_PLUGIN", TUNER_TABLE_SO}});
   ASSERT_TRUE(job.ok());
   EXPECT_EQ(chosen(job.comm(1), coll::OpKind::AllReduce, 8), "tree");    // 32 bytes
   EXPECT_EQ(chosen(job.comm(1), coll::OpKind::AllReduce, 1 << 20), "rd");  // 4 MiB
@@ -211,18 +207,16 @@ TEST(Select, PluginErrorsAreReported) {
                {TUNER_BAD_VERSION_SO, "interface version 99"},
                {"libc.so.6", "does not export collTunerPlugin_v1"}};
   for (const Case& c : cases) {
-    ScopedEnv plugin("COLL_TUNER_PLUGIN", c.path);
     collComm_t comm = nullptr;
     collUniqueId id;
     ASSERT_EQ(collGetUniqueId(&id), collSuccess);
-    EXPECT_EQ(collCommInitRank(&comm, 1, id, 0), collInvalidArgument) << c.path;
+    EXPECT_EQ(initRank(&comm, 1, id, 0, {{"COLL_TUNER_PLUGIN", c.path}}), collInvalidArgument) << c.path;
     std::string msg = collGetLastError(nullptr);
     EXPECT_NE(msg.find(c.fragment), std::string::npos) << msg;
     EXPECT_NE(msg.find("COLL_TUNER_PLUGIN"), std::string::npos) << msg;
   }
   // A plugin whose init fails is skipped with a warning: the model decides.
-  ScopedEnv plugin("COLL_TUNER_PLUGIN", TUNER_BAD_INIT_SO);
-  Job job(2);
+  Job job(2, {{"COLL_TUNER_PLUGIN", TUNER_BAD_INIT_SO}});
   ASSERT_TRUE(job.ok());
   std::string ar = chosen(job.comm(0), coll::OpKind::AllReduce, 8);
   EXPECT_FALSE(ar.empty());
@@ -242,7 +236,7 @@ TEST(Select, PluginMissingOnOneRankFailsEveryRankAtOnce) {
   const std::string missing = "/nonexistent" + good.substr(good.find_last_of('/'));
   const auto start = std::chrono::steady_clock::now();
   std::vector<ProcResult> res = runProcs(
-      {"h", "h", "h"}, {{"COLL_TIMEOUT", "15"}}, [](int, collComm_t, std::vector<uint64_t>&) { return 0; },
+      {"h", "h", "h"}, {{"COLL_TIMEOUT", "15"}}, [](int, collComm_t, std::vector<uint64_t>&) { return 0; }, {},
       {{{"COLL_TUNER_PLUGIN", good}}, {{"COLL_TUNER_PLUGIN", missing}}, {{"COLL_TUNER_PLUGIN", good}}});
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(res.size(), 3u);
@@ -312,7 +306,7 @@ TEST(Select, TablePluginRefusesSizesThatWrapAndEmptyRanges) {
   const auto* api = static_cast<const collTunerPlugin_v1_t*>(dlsym(so, COLL_TUNER_SYMBOL));
   ASSERT_NE(api, nullptr);
   auto initWith = [&](const char* table) {
-    ScopedEnv env("COLL_TUNER_TABLE", table);
+    ScopedEnv env("COLL_TUNER_TABLE", table);  // the plugin reads its environment
     collTunerJob_t job{4, 1, 4};
     void* ctx = nullptr;
     int rc = api->init(&job, &ctx);

@@ -107,8 +107,7 @@ int64_t intIn(const Config& c, const char* env, int64_t lo, int64_t hi) {
   return v;
 }
 
-Tunables readTunables() {
-  Config c = Config::fromEnv();
+Tunables readTunables(const Config& c) {
   Tunables t;
   t.hca = c.getStr(kIbHca);
   t.gidIndex = int(intIn(c, kIbGidIndex, -1, 1 << 20));
@@ -158,13 +157,13 @@ std::string setUpMemory(Device& d, const Tunables& t) {
                 " queue pair(s) per connection; registration cache: ", why, gpu);
 }
 
-int ibInit(const collNetInit_t* in, void** context) {
+int initWith(const Config& cfg, const collNetInit_t* in, void** context) {
   return guarded([&] {
     COLL_CHECK_ARG(context, "InfiniBand init: context is NULL");
     *context = nullptr;
     auto c = std::make_unique<Context>();
     c->ops = &currentVerbsOps();
-    c->tun = readTunables();
+    c->tun = readTunables(cfg);
     c->ports = discoverPorts(*c->ops, {c->tun.hca, c->tun.gidIndex});
     auto say = [&](const std::string& line) {
       if (in && in->log) in->log(collNetLogInfo, line.c_str());
@@ -179,6 +178,9 @@ int ibInit(const collNetInit_t* in, void** context) {
     *context = c.release();
   });
 }
+
+// The plugin interface's init: the tunables from the environment.
+int ibInit(const collNetInit_t* in, void** context) { return initWith(Config::fromEnv(), in, context); }
 
 int ibDevices(void* context, int* ndev) {
   return guarded([&] {
@@ -359,4 +361,5 @@ CacheStats contextCacheStats(void* context, int dev) { return portOf(ctxOf(conte
 
 namespace coll::net {
 const collNetPlugin_v1_t* ibBackend() { return &ib::kPlugin; }
+int ibBackendInit(const Config& cfg, const collNetInit_t* in, void** context) { return ib::initWith(cfg, in, context); }
 }  // namespace coll::net

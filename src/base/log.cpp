@@ -1,5 +1,6 @@
 #include "base/log.hpp"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,13 +12,15 @@
 namespace coll {
 namespace {
 
+// Serialises messages; constant-initialised, so usable before and after the logger.
+std::mutex logMutex;
+
 // The logger is process-wide by nature (one stderr, one debug file); it is set up once
 // from the environment and never changes afterwards.
 struct Logger {
   LogLevel level = LogLevel::Warn;
   FILE* out = stderr;
   char host[64] = {0};
-  std::mutex mu;
 
   Logger() {
     const char* lv = getenv("COLL_DEBUG");
@@ -39,6 +42,11 @@ struct Logger {
       }
       if (FILE* f = fopen(path.c_str(), "w")) out = f;
     }
+    // A process that forks while another thread is writing a message (a bootstrap root
+    // reporting a departed rank, say) would hand its child a held lock: the child's first
+    // message (a DataLoader worker's, a forked launcher's) would then wait forever. Fork
+    // takes the lock first, so the child starts with it free.
+    pthread_atfork([] { logMutex.lock(); }, [] { logMutex.unlock(); }, [] { logMutex.unlock(); });
   }
 };
 
@@ -46,6 +54,10 @@ Logger& logger() {
   static Logger instance;
   return instance;
 }
+
+// Built when the library loads, before any thread of the program can log: a fork while
+// another thread was still building it would leave the child waiting on its guard.
+const bool loggerBuiltAtLoad = (logger(), true);
 
 thread_local int tlsRank = -1;
 
@@ -70,7 +82,7 @@ void logMessage(LogLevel level, const char* file, int line, const char* fmt, ...
   const char* tag = level == LogLevel::Warn ? "WARN" : level == LogLevel::Info ? "INFO" : "TRACE";
   const char* base = strrchr(file, '/');
   base = base ? base + 1 : file;
-  std::lock_guard<std::mutex> lock(lg.mu);
+  std::lock_guard<std::mutex> lock(logMutex);
   if (level == LogLevel::Trace)
     fprintf(lg.out, "%s:%d:%d [coll %s %s:%d] %s\n", lg.host, getpid(), tlsRank, tag, base, line, msg);
   else

@@ -3,6 +3,7 @@
 // blocks on a single peer, so a client that is silent, slow or hostile costs the job
 // nothing but a warning when it is dropped.
 #include <errno.h>
+#include <pthread.h>
 #include <poll.h>
 #include <time.h>
 
@@ -41,7 +42,14 @@ struct RootActivity {
   std::vector<std::shared_ptr<std::atomic<bool>>> busy;
 };
 RootActivity& rootActivity() {
-  static RootActivity* a = new RootActivity;  // never destroyed: used from atexit
+  static RootActivity* a = [] {
+    auto* made = new RootActivity;  // never destroyed: used from atexit
+    // A child forked while another thread registers a root must not inherit the lock
+    // held: its own roots and its exit take it.
+    pthread_atfork([] { rootActivity().mu.lock(); }, [] { rootActivity().mu.unlock(); },
+                   [] { rootActivity().mu.unlock(); });
+    return made;
+  }();
   return *a;
 }
 

@@ -15,6 +15,7 @@
 #include "bootstrap/protocol.hpp"
 #include "comm/comm.hpp"
 #include "base/error.hpp"
+#include "base/log.hpp"
 #include "test_util.hpp"
 #include "bootstrap/handshake.hpp"
 
@@ -239,6 +240,45 @@ int openFiles(pid_t pid) {
   while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
   closedir(d);
   return n;
+}
+
+// A process forks while another of its threads is writing a message (a root reporting a
+// departed rank): the child must be able to log, not wait forever for a lock that no
+// thread of its own holds. Each child logs once and exits; one stuck for 5 s fails.
+TEST(Fork, ChildOfALoggingProcessCanLog) {
+  int saved = dup(2);
+  int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(saved, 0);
+  ASSERT_GE(devnull, 0);
+  dup2(devnull, 2);
+  std::atomic<bool> stop{false};
+  std::thread chatter([&] {
+    while (!stop.load()) COLL_WARN("a message written while the process forks");
+  });
+  int stuck = 0;
+  for (int i = 0; i < 100 && !stuck; ++i) {
+    pid_t child = fork();
+    if (child == 0) {
+      COLL_WARN("a message from the child");
+      _exit(0);
+    }
+    ASSERT_GT(child, 0);
+    int status = 0;
+    pid_t done = 0;
+    for (int ms = 0; ms < 5000 && (done = waitpid(child, &status, WNOHANG)) == 0; ++ms)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (done == 0) {
+      ++stuck;
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+    }
+  }
+  stop = true;
+  chatter.join();
+  dup2(saved, 2);
+  ::close(saved);
+  ::close(devnull);
+  EXPECT_EQ(stuck, 0) << "a forked child never finished its one message";
 }
 
 // The root's process runs out of descriptors after the first rank joined: that rank gets

@@ -10,11 +10,10 @@
 namespace coll {
 namespace {
 
-struct GroupState {
-  int depth = 0;
-  std::vector<std::pair<collComm*, GroupedOp>> ops;
-};
-thread_local GroupState tlsGroup;
+// The depth apart from the deferred ops: every call looks at it, and a thread_local
+// without a destructor is reached without the guard check the vector's costs.
+thread_local int tlsGroupDepth = 0;
+thread_local std::vector<std::pair<collComm*, GroupedOp>> tlsGroupOps;
 
 // Self sends and receives are checked before a host batch runs: found while running, a
 // mismatch failed the batch halfway and left the communicator unusable. (A stream-ordered
@@ -42,28 +41,28 @@ std::shared_ptr<Request> launch(collComm& c, const std::vector<GroupedOp>& batch
 }  // namespace
 
 bool groupDefer(collComm& comm, const GroupedOp& op) {
-  if (tlsGroup.depth == 0) return false;
-  tlsGroup.ops.emplace_back(&comm, op);
+  if (tlsGroupDepth == 0) return false;
+  tlsGroupOps.emplace_back(&comm, op);
   return true;
 }
 
-bool groupActive() { return tlsGroup.depth > 0; }
+bool groupActive() { return tlsGroupDepth > 0; }
 
 }  // namespace coll
 
 using namespace coll;
 
 extern "C" COLL_EXPORT collResult_t collGroupStart(void) {
-  ++tlsGroup.depth;
+  ++tlsGroupDepth;
   return collSuccess;
 }
 
 extern "C" COLL_EXPORT collResult_t collGroupEnd(void) {
   return guarded(nullptr, "collGroupEnd", [&] {
-    if (tlsGroup.depth == 0) COLL_THROW(collInvalidUsage, "collGroupEnd without collGroupStart");
-    if (--tlsGroup.depth > 0) return;
-    auto ops = std::move(tlsGroup.ops);
-    tlsGroup.ops.clear();
+    if (tlsGroupDepth == 0) COLL_THROW(collInvalidUsage, "collGroupEnd without collGroupStart");
+    if (--tlsGroupDepth > 0) return;
+    auto ops = std::move(tlsGroupOps);
+    tlsGroupOps.clear();
     // One batch per communicator, in the order each first appeared in the group.
     std::vector<collComm*> order;
     for (auto& [c, op] : ops)

@@ -31,12 +31,6 @@ Registry& registry() {
 }
 
 thread_local std::string tlsLastError = "no error";
-// The handle this thread last found live, its kind, and the removal count at the time:
-// every call checks its handle, and a program calls with the same communicator over and
-// over, so this saves the lock and the hash lookup of nearly every check.
-thread_local const void* tlsLiveHandle = nullptr;
-thread_local Kind tlsLiveKind = Kind::Comm;
-thread_local uint64_t tlsLiveRemovals = 0;
 
 void add(const void* h, Kind k) {
   std::lock_guard<std::mutex> lock(registry().mu);
@@ -57,35 +51,59 @@ UseSlots& useSlots() {
   static UseSlots* s = new UseSlots;
   return *s;
 }
-struct ThreadUse {
+
+// Everything an API call reads or writes of its thread's state, in one constant-
+// initialised, trivially destructible block: every call checks its handle and marks it in
+// use, and in a shared library each separately reached thread_local costs a lookup of the
+// thread's block (and one with a constructor, a guard check besides). Here a call pays one.
+struct ThreadState {
   UseSlot slot;
   int depth = 0;
-  ThreadUse() {
+  bool listed = false;  // slot is in useSlots() (from this thread's first scope on)
+  // The handle this thread last found live, its kind, and the removal count at the time:
+  // a program calls with the same communicator over and over, so this saves the lock and
+  // the hash lookup of nearly every check.
+  const void* liveHandle = nullptr;
+  Kind liveKind = Kind::Comm;
+  uint64_t liveRemovals = 0;
+};
+thread_local ThreadState tls;
+
+// Takes the slot of an exiting thread off the list (only threads that ever entered a
+// scope have one there: this object is reached, and so made, only then).
+struct SlotLister {
+  UseSlot* slot;
+  explicit SlotLister(UseSlot* s) : slot(s) {
     std::lock_guard<std::mutex> lock(useSlots().mu);
-    useSlots().all.push_back(&slot);
+    useSlots().all.push_back(slot);
   }
-  ~ThreadUse() {
+  ~SlotLister() {
     std::lock_guard<std::mutex> lock(useSlots().mu);
     auto& all = useSlots().all;
-    all.erase(std::find(all.begin(), all.end(), &slot));
+    all.erase(std::find(all.begin(), all.end(), slot));
   }
 };
-thread_local ThreadUse tlsUse;
+
+void listSlot(ThreadState& t) {
+  thread_local SlotLister lister(&t.slot);
+  t.listed = true;
+}
 
 bool isLive(const void* h, Kind k) {
   if (!h) return false;
   Registry& r = registry();
+  ThreadState& t = tls;
   // Mark before checking (sequentially consistent, paired with unregisterHandle's count
   // and waitUsersGone's reads): see CommUseScope.
-  if (k == Kind::Comm && tlsUse.depth > 0) tlsUse.slot.comm.store(h, std::memory_order_seq_cst);
-  if (h == tlsLiveHandle && k == tlsLiveKind && tlsLiveRemovals == r.removals.load(std::memory_order_seq_cst))
+  if (k == Kind::Comm && t.depth > 0) t.slot.comm.store(h, std::memory_order_seq_cst);
+  if (h == t.liveHandle && k == t.liveKind && t.liveRemovals == r.removals.load(std::memory_order_seq_cst))
     return true;
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.live.find(h);
   if (it == r.live.end() || it->second != k) return false;
-  tlsLiveHandle = h;
-  tlsLiveKind = k;
-  tlsLiveRemovals = r.removals.load(std::memory_order_relaxed);
+  t.liveHandle = h;
+  t.liveKind = k;
+  t.liveRemovals = r.removals.load(std::memory_order_relaxed);
   return true;
 }
 
@@ -131,15 +149,21 @@ void recordError(collComm_t comm, collResult_t code, const char* what) {
 
 const char* threadLastError() { return tlsLastError.c_str(); }
 
-CommUseScope::CommUseScope() : prev_(tlsUse.slot.comm.load(std::memory_order_relaxed)) { ++tlsUse.depth; }
+CommUseScope::CommUseScope() {
+  ThreadState& t = tls;
+  if (!t.listed) listSlot(t);
+  prev_ = t.slot.comm.load(std::memory_order_relaxed);
+  ++t.depth;
+}
 
 CommUseScope::~CommUseScope() {
-  --tlsUse.depth;
-  tlsUse.slot.comm.store(prev_, std::memory_order_release);
+  ThreadState& t = tls;
+  --t.depth;
+  t.slot.comm.store(prev_, std::memory_order_release);
 }
 
 bool waitUsersGone(const collComm* c, double seconds) {
-  const UseSlot* self = &tlsUse.slot;
+  const UseSlot* self = &tls.slot;
   auto used = [&] {
     std::lock_guard<std::mutex> lock(useSlots().mu);
     for (const UseSlot* s : useSlots().all)

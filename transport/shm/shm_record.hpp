@@ -78,7 +78,9 @@ enum class RecordFault : uint8_t {
 };
 
 // Whether the receiver may act on header `r` (its tag and seq as unsealed), and if not,
-// why.
+// why. A whole record's payload must fit in the ring behind the header, which a size
+// close to 2^64 would pass if written as kLine + roundUpLine(bytes) <= ringBytes (the sum
+// wraps); ringBytes is a multiple of kLine, so comparing the size itself is the same test.
 inline RecordFault checkRecordHeader(const Record& r, const RecordExpect& e) {
   if (!knownTag(r.tag) || r.seq != static_cast<uint32_t>(e.index)) return RecordFault::kTagOrSeq;
   const bool single = singleCopyTag(r.tag);
@@ -87,7 +89,7 @@ inline RecordFault checkRecordHeader(const Record& r, const RecordExpect& e) {
   // Before the sizes: calls that differ usually differ in size too, and this says how.
   if (r.call != e.call && r.call && e.call) return RecordFault::kCallMismatch;
   if (r.bytes != e.bytes) return RecordFault::kSizeMismatch;
-  if (r.tag == kTagWhole && (r.bytes <= kInlineMax || kLine + roundUpLine(r.bytes) > e.ringBytes)) return RecordFault::kWholeSize;
+  if (r.tag == kTagWhole && (r.bytes <= kInlineMax || r.bytes > e.ringBytes - kLine)) return RecordFault::kWholeSize;
   if (single && r.bytes && (r.addr == 0 || r.addr + r.bytes < r.addr)) return RecordFault::kBadBuffer;
   if (single && r.region.valid() && !r.region.contains(r.addr, r.bytes)) return RecordFault::kOutsideRegion;
   if (r.tag == kTagPush && e.reduces) return RecordFault::kPushIntoReduce;

@@ -137,6 +137,11 @@ TEST(ShmRecord, WholeRecordThatCannotBeBehindItsHeader) {
   expectRefused(record(kTagWhole, e.bytes), e, RecordFault::kWholeSize, "a whole 4033-byte message");
   e.bytes = 8192;
   expectRefused(record(kTagWhole, e.bytes), e, RecordFault::kWholeSize, "cannot be in a ring of 4096 bytes");
+  // Sizes whose round-up to a line wraps to 0 (header + payload would seem to take 64 bytes).
+  for (uint64_t bytes : {~uint64_t{0}, ~uint64_t{0} - 62}) {
+    e.bytes = bytes;
+    expectRefused(record(kTagWhole, bytes), e, RecordFault::kWholeSize, "a whole " + std::to_string(bytes));
+  }
 }
 
 TEST(ShmRecord, SingleCopyBufferAtNullOrWrapping) {

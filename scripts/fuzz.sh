@@ -41,6 +41,7 @@ declare -A SOURCES=(
   [ib_wire]="transport/net/ib/ib_wire.cpp"
   [ucx_handle]="plugins/net_ucx/ucx_wire.cpp"
   [shm_segment]="transport/shm/shm_segment.cpp"
+  [shm_record]="transport/shm/shm_record.cpp"
   [xml_topology]="src/topology/hwloc_load.cpp src/topology/hwloc_extract.cpp src/topology/hwloc_numa.cpp src/topology/hwloc_nvlink.cpp"
 )
 # Libraries a target needs beyond the library's defaults.
@@ -58,7 +59,7 @@ declare -A EXTRA_CORPUS=([xml_topology]=tests/data/topo)
 # hwloc, building a topology from a file of up to 64 KiB, takes a few MB of its own.
 declare -A MALLOC_MB=([bootstrap]=256 [xml_topology]=64)
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(unique_id bootstrap handshake engine_wire tcp_link tuner_table ib_wire ucx_handle shm_segment xml_topology)
+[ ${#targets[@]} -gt 0 ] || targets=(unique_id bootstrap handshake engine_wire tcp_link tuner_table ib_wire ucx_handle shm_segment shm_record xml_topology)
 
 obj() {  # compiles $1 once into the object folder, prints the object's path
   local o="$FUZZ_DIR/obj/$(echo "$1" | tr / _).o"

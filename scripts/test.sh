@@ -8,7 +8,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 rc=0
 meson test -C "$BUILD_DIR" --print-errorlogs --num-processes 1 "$@" || rc=$?
 # The fuzzers (tests/fuzz, clang with ASan+UBSan): each target for FUZZ_SECONDS over its
-# corpus in the tree; 9 targets at 15 s fuzz for 2 min 15 s, plus their build. Only on a
+# corpus in the tree; 11 targets at 15 s fuzz for 2 min 45 s, plus their build. Only on a
 # whole run (no test names given); exit 77 means clang or libFuzzer is missing.
 if [ $# -eq 0 ] && [ "${FUZZ_SECONDS:-15}" != skip ]; then
   frc=0

@@ -133,3 +133,31 @@ put("ucx_handle", "valid-handle", b"\x01" + ucx_blob(0x55435848, 0x1234, addr))
 put("ucx_handle", "valid-reply", b"\x00" + ucx_blob(0x55435852, 99, addr[:40]))
 put("ucx_handle", "bad-checksum", b"\x01" + ucx_blob(0x55435848, 5, addr)[:30] + b"\xff" * 8)
 put("ucx_handle", "zeros", b"\x01" + bytes(512))
+
+
+# --- shm record header: byte 0 = receiver settings (bit 0 single-copy negotiated, bit 1 peer
+# may write here, bit 2 receive reduces, bits 3-4 ring 4/8/16/64 KiB), u64 index, u64 ring
+# position, u64 receive size, u64 call; then the header line (transport/shm/shm_record.hpp)
+TAG_DATA, TAG_SINGLE, TAG_PUSH, TAG_WHOLE, TAG_STREAM = 0xC011DA7A, 0xC0115C01, 0xC0115C02, 0xC011DA7B, 0xC011DA7C
+
+
+def shm_recv(flags, index, at, size, call=0):
+    return bytes([flags]) + u64(index) + u64(at) + u64(size) + u64(call)
+
+
+def shm_record(tag, seq, size, call=0, addr=0, region=(0, 0, 0, -1, 0), inline=b""):
+    base, nbytes, ino, fd, gen = region
+    line = u32(tag) + u32(seq) + u64(size) + u64(call)
+    line += inline if inline else u64(addr) + u64(base) + u64(nbytes) + u64(ino) + struct.pack("<iI", fd, gen)
+    return line.ljust(64, b"\0")
+
+
+put("shm_record", "inline-data", shm_recv(0, 5, 320, 8, 77) + shm_record(TAG_DATA, 5, 8, 77, inline=b"ABCDEFGH"))
+put("shm_record", "stream", shm_recv(0x08, 1, 0, 100000) + shm_record(TAG_STREAM, 1, 100000))
+put("shm_record", "whole-wrapping", shm_recv(0, 7, 3 * 4096 - 128, 1000) + shm_record(TAG_WHOLE, 7, 1000))
+put("shm_record", "single-in-region", shm_recv(0x03, (1 << 32) | 1, 64, 8192, 9)
+    + shm_record(TAG_SINGLE, 1, 8192, 9, addr=0x101000, region=(0x100000, 16384, 12, 3, 1)))
+put("shm_record", "push", shm_recv(0x0B, 2, 128, 1 << 20) + shm_record(TAG_PUSH, 2, 1 << 20, addr=0x7F0000000000))
+put("shm_record", "wrong-seq", shm_recv(0, 5, 0, 8) + shm_record(TAG_DATA, 6, 8))
+put("shm_record", "push-into-reduce", shm_recv(0x07, 0, 0, 4096) + shm_record(TAG_PUSH, 0, 4096, addr=0x1000))
+put("shm_record", "whole-too-big", shm_recv(0x18, 3, 0, 65536) + shm_record(TAG_WHOLE, 3, 65536))

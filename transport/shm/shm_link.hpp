@@ -45,6 +45,7 @@
 #include "collective.h"
 #include "transport/shm/copy_mode.hpp"
 #include "transport/shm/peer_regions.hpp"
+#include "transport/shm/shm_record.hpp"
 #include "transport/shm/shm_segment.hpp"
 #include "transport/shm/xfer_queue.hpp"
 #include "transport/transport.hpp"
@@ -72,31 +73,8 @@ struct LinkParams {
   uint64_t copyProbeNs = 250'000'000;  // the chooser's probe interval
 };
 
-// In-ring record header; payloads of data records up to kInlineMax bytes follow it at
-// kInlineOffset in the same line.
-struct Record {
-  uint32_t tag;
-  uint32_t seq;    // low 32 bits of the record's index in its direction
-  uint64_t bytes;  // message size
-  uint64_t call;   // the call's signature (Xfer::call)
-  uint64_t addr;   // single-copy: the sender's buffer
-  RegionRef region;  // single-copy: the collMemAlloc region holding it, if any
-};
-static_assert(sizeof(Record) <= kLine);
-constexpr uint32_t kTagData = 0xC011DA7Au;
-constexpr uint32_t kTagSingle = 0xC0115C01u;
-constexpr uint32_t kTagPush = 0xC0115C02u;
-constexpr uint32_t kTagWhole = 0xC011DA7Bu;
-// A streamed payload like kTagData, written into the ring with streaming stores: received
-// alike; the tag tells the receiving side which way its peer chose (followsPeer).
-constexpr uint32_t kTagStream = 0xC011DA7Cu;
-inline bool knownTag(uint32_t tag) {
-  return tag == kTagData || tag == kTagWhole || tag == kTagSingle || tag == kTagPush || tag == kTagStream;
-}
-// The first word of a header as it sits in the ring.
-inline uint64_t sealWord(uint32_t tag, uint32_t seq, uint64_t key) {
-  return ((static_cast<uint64_t>(seq) << 32) | tag) ^ key;
-}
+// The record header (Record, the tags) and its checks are in shm_record.hpp.
+
 // Pushes of at least this many bytes into the peer's mapped collMemAlloc memory use
 // streaming stores (base/reduce.hpp): the peer does not read its output while the
 // collective runs. (Mirror copies stream when the sender marks them cold, Xfer::cold.)
@@ -108,8 +86,6 @@ constexpr size_t kColdStreamMin = size_t{4} << 10;
 // smaller ones, timing them made 512 KiB 2-rank all-reduces pick a way that took 1.2-1.4x
 // as long.
 constexpr size_t kArrivalTimedMin = size_t{512} << 10;
-constexpr size_t kInlineOffset = 24;
-constexpr size_t kInlineMax = kLine - kInlineOffset;
 // Most bytes one progress() call copies per direction, so that one busy link cannot
 // starve the caller's other links (the ring algorithms progress two at once), and so
 // that a rank that both sends and receives staged pieces alternates between the two
@@ -122,7 +98,6 @@ inline uint64_t nowNs() {
                                    std::chrono::steady_clock::now().time_since_epoch())
                                    .count());
 }
-inline uint64_t roundUpLine(uint64_t n) { return (n + kLine - 1) & ~uint64_t{kLine - 1}; }
 // Counters in the segment are plain integers shared with the peer; every access to them
 // goes through an atomic_ref with an explicit order.
 template <typename T>

@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "base/call_sig.hpp"
 #include "base/error.hpp"
 #include "base/reduce.hpp"
 #include "base/types.hpp"
@@ -85,28 +84,23 @@ bool ShmLink::startRecord(Xfer* x, bool headCheck) {
     peerModeNs_ = nowNs();
     if (resync_ && peerArrivedNs_ == 0 && r.bytes >= kArrivalTimedMin) peerArrivedNs_ = peerModeNs_;
   }
-  if (r.tag == kTagSingle || r.tag == kTagPush) {
+  if (singleCopyTag(r.tag)) {
     raddr_ = r.addr;
     rregion_ = r.region;
     roff_ = 0;
     rmode_ = RecvMode::Single;
     tail_ += kLine;
     coop_ = false;
-    pushOnly_ = r.tag == kTagPush;
-    if (pushOnly_ && x->hints.with)
-      fail(collRemoteError, strCat("rank ", p_.peer, " pushed a ", r.bytes, "-byte message into a receive that "
-                                   "reduces it (message #", recvSeq_, " in this direction)"));
+    pushOnly_ = r.tag == kTagPush;  // never into a receive that reduces (checkRecord)
     if (pushOnly_ || (!x->hints.with && x->hints.assist && p_.coopMin > 0 && r.bytes >= p_.coopMin && (p_.singleCopySend || p_.sameProcess)))
       offerCoop(x, r.seq);
   } else if (r.tag == kTagWhole) {
-    // The payload follows the header, complete (the sender wrote it before sealing);
-    // like a streamed one it wraps only at a line boundary, so both pieces are whole
-    // elements.
-    const uint64_t idx = (tail_ + kLine) & mask_;
-    const size_t first = std::min<uint64_t>(r.bytes, cap_ - idx);
-    land(x, 0, inRing_ + idx, first);
-    if (r.bytes > first) land(x, first, inRing_, r.bytes - first);
-    tail_ += kLine + roundUpLine(r.bytes);
+    // The payload follows the header, complete (the sender wrote it before sealing), in
+    // at most two pieces of whole elements.
+    const RingSpans sp = wholeRecordSpans(tail_, r.bytes, cap_);
+    land(x, 0, inRing_ + sp.start, sp.first);
+    if (sp.second) land(x, sp.first, inRing_, sp.second);
+    tail_ += sp.advance;
     recvQ_.pop();
     x->done = x->bytes;
     x->complete = true;
@@ -134,34 +128,28 @@ uint64_t ShmLink::unclaimedCall() {
   return r.call;
 }
 
+// Everything the header says is checked here, once, before the receive acts on it
+// (shm_record.hpp); a refused header fails the link.
 void ShmLink::checkRecord(const Record& r, const Xfer* x) {
-  uint32_t seq = static_cast<uint32_t>(recvSeq_);
-  if (!knownTag(r.tag) || r.seq != seq)
-    fail(collRemoteError, strCat("corrupt record in the shm ring at offset ", tail_, " (tag 0x",
-                                 std::hex, r.tag, std::dec, ", seq ", r.seq, "; expected seq ",
-                                 seq, ")"));
-  if ((r.tag == kTagSingle || r.tag == kTagPush) && !p_.singleCopyRecv)
-    fail(collRemoteError, "peer sent a single-copy record but single-copy was not negotiated");
-  if (r.tag == kTagPush && !(p_.singleCopySend || p_.sameProcess))
-    fail(collRemoteError, "peer sent a push record but may not write into this process");
-  // Before the sizes: calls that differ usually differ in size too, and this says how.
-  if (r.call != x->call && r.call && x->call)
-    fail(collInvalidUsage, callMismatchText(p_.peer, r.call, p_.rank, x->call));
-  if (r.bytes != x->bytes)
-    fail(collRemoteError, strCat("message size mismatch: rank ", p_.peer, " sent ", r.bytes,
-                                 " bytes but rank ", p_.rank, " posted a receive of ", x->bytes,
-                                 " bytes (message #", recvSeq_, " in this direction)"));
-  if (r.tag == kTagWhole && (r.bytes <= kInlineMax || kLine + roundUpLine(r.bytes) > cap_))
-    fail(collRemoteError, strCat("corrupt record in the shm ring at offset ", tail_, ": a whole ", r.bytes,
-                                 "-byte message cannot be in a ring of ", cap_, " bytes"));
-  const bool single = r.tag == kTagSingle || r.tag == kTagPush;
-  if (single && r.bytes && (r.addr == 0 || r.addr + r.bytes < r.addr))
-    fail(collRemoteError, strCat("peer published a bad buffer (address 0x", std::hex, r.addr,
-                                 std::dec, ", ", r.bytes, " bytes)"));
-  if (single && r.region.valid() && !r.region.contains(r.addr, r.bytes))
-    fail(collRemoteError, strCat("peer published a buffer (0x", std::hex, r.addr, std::dec, ", ", r.bytes,
-                                 " bytes) outside the shared region it named (0x", std::hex, r.region.base,
-                                 std::dec, ", ", r.region.bytes, " bytes)"));
+  auto expect = [&] {
+    RecordExpect e;
+    e.index = recvSeq_;
+    e.offset = tail_;
+    e.ringBytes = cap_;
+    e.bytes = x->bytes;
+    e.call = x->call;
+    e.singleCopyRecv = p_.singleCopyRecv;
+    e.peerMayWrite = p_.singleCopySend || p_.sameProcess;
+    e.reduces = x->hints.with != nullptr;
+    e.rank = p_.rank;
+    e.peer = p_.peer;
+    return e;
+  };
+  // The checks read the fields straight from the link; only a refusal's text needs them
+  // gathered in memory.
+  const RecordFault f = checkRecordHeader(r, expect());
+  if (f != RecordFault::kNone) [[unlikely]]
+    fail(recordFaultCode(f), recordFaultText(f, r, expect()));
 }
 
 // Copies the next piece of a streamed payload out of the ring.

@@ -897,9 +897,13 @@ class GilRelease {
 }  // namespace
 
 void ProcessGroupCollective::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
-  const auto timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+  auto timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
   TORCH_CHECK(timeout.count() > 0, "collective backend: monitored_barrier: the timeout must be positive, got ",
               opts.timeout.count(), " ms");
+  // The library ends every wait after the communicator's timeout (the group's, in whole
+  // seconds): a longer one could not be kept, so the barrier waits and reports that.
+  const auto commBound = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(timeout_.count() / 1000.0)) * 1000);
+  timeout = std::min(timeout, commBound);
   int64_t index = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -925,6 +929,7 @@ void ProcessGroupCollective::runMonitoredBarrier(std::chrono::milliseconds timeo
   std::vector<P2PHeader> got(size_, P2PHeader{0, 0});
   std::vector<collRequest_t> reqs;    // rank 0: receives from each rank; others: {check-in, release}
   std::vector<std::string> errors;
+  std::vector<collResult_t> codes;
   // Ends the requests still in flight (revoking the communicator) and makes the group
   // unusable here with `msg`, which it throws.
   auto fail = [&](const std::string& msg) {
@@ -951,8 +956,10 @@ void ProcessGroupCollective::runMonitoredBarrier(std::chrono::milliseconds timeo
           inFlight = true;
           continue;
         }
-        if (rc != collSuccess && errors[k].empty())
+        if (rc != collSuccess && errors[k].empty()) {
           errors[k] = std::string(collGetErrorString(rc)) + ": " + collGetLastError(comm_);
+          codes[k] = rc;
+        }
         reqs[k] = nullptr;  // done, or collTest itself failed and the request is unusable
       }
       if (!inFlight || stop() || Clock::now() >= deadline) return;
@@ -977,6 +984,7 @@ void ProcessGroupCollective::runMonitoredBarrier(std::chrono::milliseconds timeo
   if (rank_ != 0) {
     reqs.assign(2, nullptr);
     errors.assign(2, "");
+    codes.assign(2, collSuccess);
     post(collIsend(&token, sizeof(P2PHeader), collUint8, 0, comm_, &reqs[0]), "collIsend", "of the check-in to rank 0");
     post(collIrecv(&got[0], sizeof(P2PHeader), collUint8, 0, comm_, &reqs[1]), "collIrecv",
          "of rank 0's release");
@@ -993,6 +1001,7 @@ void ProcessGroupCollective::runMonitoredBarrier(std::chrono::milliseconds timeo
   // Rank 0: the check-ins.
   reqs.assign(size_, nullptr);
   errors.assign(size_, "");
+  codes.assign(size_, collSuccess);
   for (int p = 1; p < size_; ++p)
     post(collIrecv(&got[p], sizeof(P2PHeader), collUint8, p, comm_, &reqs[p]), "collIrecv",
          "of rank " + std::to_string(p) + "'s check-in");
@@ -1004,16 +1013,20 @@ void ProcessGroupCollective::runMonitoredBarrier(std::chrono::milliseconds timeo
     return false;
   });
   // Every rank that did not arrive; without waitAllRanks only the first: the lowest rank
-  // whose request failed, else the lowest one still missing.
+  // whose request failed, else the lowest one still missing. A revoke (another rank's
+  // barrier failed first) ends every receive still waiting: it is said once, not as the
+  // reason of each rank.
   std::vector<int> missing;
-  std::string reasons;
+  std::string reasons, revoked;
   for (int p = 1; p < size_; ++p) {
     if (!errors[p].empty()) {
       missing.push_back(p);
-      reasons += "; rank " + std::to_string(p) + ": " + errors[p];
+      if (codes[p] == collRevoked) revoked = "; meanwhile " + errors[p];
+      else reasons += "; rank " + std::to_string(p) + ": " + errors[p];
       if (!waitAllRanks) break;
     }
   }
+  reasons += revoked;
   for (int p = 1; p < size_ && (waitAllRanks || missing.empty()); ++p) {
     if (!reqs[p]) continue;
     missing.push_back(p);

@@ -75,6 +75,12 @@ class ProcessGroupCollective final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
+  // Blocking. Every other rank checks in with rank 0 and waits for its release; rank 0
+  // waits at most opts.timeout (the group's timeout when unset) for the check-ins and
+  // raises naming the first rank that did not arrive (waitAllRanks: every such rank).
+  // A rank whose barrier fails revokes the communicator (collCommRevoke), so the group is
+  // unusable on every rank afterwards, as after any other failure.
+  void monitoredBarrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions(), bool waitAllRanks = false) override;
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return seq_; }
 
@@ -93,12 +99,16 @@ class ProcessGroupCollective final : public c10d::ProcessGroup {
                                          std::function<void(std::vector<collRequest_t>&)> run,
                                          std::function<void()> after = nullptr);
   void workerLoop();
+  // monitoredBarrier's exchange, on the worker thread; throws when it fails.
+  void runMonitoredBarrier(std::chrono::milliseconds timeout, bool waitAllRanks, int64_t index);
   // Throws std::runtime_error carrying the library's explanation when rc fails.
   void check(collResult_t rc, const char* call) const;
 
   collComm_t comm_ = nullptr;
   std::chrono::milliseconds timeout_;
   uint64_t seq_ = 0;
+  int64_t monitoredBarriers_ = 0;  // monitored barriers issued on this group
+  std::string broken_;             // why the group is unusable (a failed monitored barrier), or ""
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> queue_;

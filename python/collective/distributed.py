@@ -13,6 +13,10 @@ are given; the process group's timeout bounds every wait of the library.
 Under collectiverun, mpirun or srun (no MASTER_ADDR in the environment),
 collective.distributed.init_process_group() makes the store itself from the launcher's
 environment; with MASTER_ADDR set it is torch.distributed.init_process_group.
+
+torch.distributed.monitored_barrier refuses every backend but Gloo;
+collective.distributed.monitored_barrier takes groups of this backend (and hands Gloo
+groups to torch's).
 """
 import datetime
 import importlib.util
@@ -98,3 +102,42 @@ def init_process_group(timeout=datetime.timedelta(minutes=30), **kwargs):
         kwargs["rank"] = rank
         kwargs["world_size"] = size
     dist.init_process_group(timeout=timeout, **kwargs)
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch.distributed.monitored_barrier for groups of the "collective" backend (groups
+    of the "gloo" backend go to torch's own).
+
+    Every rank other than 0 checks in with rank 0 and waits for its release; rank 0 waits
+    at most `timeout` (a datetime.timedelta; None: the group's timeout) for the check-ins
+    and raises RuntimeError naming the first rank that did not arrive ("Rank 2 failed to
+    pass monitoredBarrier in 5000 ms"), or with wait_all_ranks=True every such rank
+    ("Ranks 1, 2 failed to pass ..."). The other ranks raise RuntimeError when rank 0's
+    release does not come within `timeout`. After a failure the group is unusable on
+    every rank: its operations raise RuntimeError; destroy it and make a new one.
+
+    group: a process group this rank belongs to (None: the default group). A group this
+    rank is not in, or a timeout that is not a positive timedelta, raises at once.
+    """
+    if timeout is not None:
+        if not isinstance(timeout, datetime.timedelta):
+            raise TypeError("monitored_barrier: timeout must be a datetime.timedelta or None, got %r" % (timeout,))
+        if timeout < datetime.timedelta(milliseconds=1):
+            raise ValueError("monitored_barrier: timeout must be at least 1 ms, got %s" % (timeout,))
+    if group is not None and group == dist.GroupMember.NON_GROUP_MEMBER:
+        raise ValueError("monitored_barrier: rank %d is not a member of the given group" % dist.get_rank())
+    if group is not None and not isinstance(group, dist.ProcessGroup):
+        raise TypeError("monitored_barrier: group must be a process group or None, got %r" % (group,))
+    pg = dist.distributed_c10d._get_default_group() if group is None else group
+    if pg not in dist.distributed_c10d._pg_map:
+        raise ValueError("monitored_barrier: the group is not a live process group of torch.distributed "
+                         "(destroyed, or made outside it)")
+    backend = str(dist.get_backend(pg)).lower()
+    if backend == dist.Backend.GLOO:
+        return dist.monitored_barrier(group=pg, timeout=timeout, wait_all_ranks=wait_all_ranks)
+    if backend != BACKEND:
+        raise RuntimeError("monitored_barrier: the group's backend is %r; this takes groups of the %r and "
+                           "'gloo' backends" % (backend, BACKEND))
+    if timeout is None:
+        return pg.monitored_barrier(wait_all_ranks=bool(wait_all_ranks))
+    return pg.monitored_barrier(timeout, wait_all_ranks=bool(wait_all_ranks))

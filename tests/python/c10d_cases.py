@@ -434,6 +434,128 @@ def case_frozen():
     raise AssertionError("all_reduce with a frozen peer did not raise")
 
 
+def raises(what, fn, exc, text):
+    """Runs fn, which must raise exc with `text` in its message; returns the message."""
+    try:
+        fn()
+    except exc as e:
+        if text not in str(e):
+            raise AssertionError(f"{what}: message {e!r} does not say {text!r}")
+        return str(e)
+    raise AssertionError(f"{what} did not raise {exc.__name__}")
+
+
+MB_TIMEOUT = datetime.timedelta(seconds=3)
+
+
+def case_mbarrier_ok():
+    """monitored_barrier with every rank there: no error, in step with the other operations."""
+    rank, size = dist.get_rank(), dist.get_world_size()
+    for i in range(5):
+        cdist.monitored_barrier(timeout=MB_TIMEOUT, wait_all_ranks=(i % 2 == 1))
+        t = torch.full((3,), float(rank + i))
+        dist.all_reduce(t)
+        expect(f"all_reduce after monitored_barrier {i}", t, torch.full((3,), float(sum(range(size)) + size * i)))
+    cdist.monitored_barrier()  # the group's timeout, the default group
+    # Ranks arriving at different times within the timeout: rank 0 waits for the last.
+    time.sleep(0.3 * rank)
+    start = time.time()
+    cdist.monitored_barrier(timeout=MB_TIMEOUT)
+    if rank == 0 and time.time() - start < 0.3 * (size - 1) - 0.1:
+        raise AssertionError(f"rank 0 passed monitored_barrier after {time.time() - start:.2f} s, before the last rank")
+    # A subgroup (of its members only) and a Gloo group (torch's own monitored_barrier).
+    members = [0, size - 1]
+    g = dist.new_group(members)
+    gloo = dist.new_group(backend="gloo")
+    if rank in members:
+        for _ in range(3):
+            cdist.monitored_barrier(group=g, timeout=MB_TIMEOUT, wait_all_ranks=True)
+    cdist.monitored_barrier(group=gloo, timeout=MB_TIMEOUT)
+    dist.barrier()
+
+
+def case_mbarrier_errors():
+    """Bad arguments raise at the call and leave the group usable."""
+    rank, size = dist.get_rank(), dist.get_world_size()
+    raises("negative timeout", lambda: cdist.monitored_barrier(timeout=datetime.timedelta(seconds=-5)),
+           ValueError, "at least 1 ms")
+    raises("zero timeout", lambda: cdist.monitored_barrier(timeout=datetime.timedelta(0)), ValueError,
+           "at least 1 ms")
+    raises("timeout in seconds", lambda: cdist.monitored_barrier(timeout=5), TypeError, "datetime.timedelta")
+    raises("not a group", lambda: cdist.monitored_barrier(group="world"), TypeError, "process group")
+    # The process group's own method refuses a negative timeout too.
+    pg = dist.distributed_c10d._get_default_group()
+    raises("ProcessGroup.monitored_barrier with a negative timeout",
+           lambda: pg.monitored_barrier(datetime.timedelta(seconds=-5)), RuntimeError, "must be positive, got -5000 ms")
+    others = dist.new_group([r for r in range(size) if r != 1])
+    if rank == 1:
+        raises("a group without this rank", lambda: cdist.monitored_barrier(group=others), ValueError,
+               "rank 1 is not a member of the given group")
+    else:
+        cdist.monitored_barrier(group=others, timeout=MB_TIMEOUT)
+    cdist.monitored_barrier(timeout=MB_TIMEOUT)
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    expect("all_reduce after refused monitored_barriers", t, torch.full((2,), float(size)))
+
+
+def _mbarrier_missing(absent, wait_all):
+    """Ranks in `absent` stay away from a monitored_barrier of a group of all ranks (a group
+    of its own: a failed barrier makes its group unusable); rank 0 must name them within
+    about the timeout, the others present must fail for want of rank 0's release, and
+    every rank's next operation on the group must raise rather than hang."""
+    rank = dist.get_rank()
+    timeout = MB_TIMEOUT.total_seconds()
+    g = dist.new_group(list(range(dist.get_world_size())))
+    start = time.time()
+    if rank in absent:
+        time.sleep(timeout + 1)
+        # Late: rank 0 has given up and revoked the group; this fails at once.
+        msg = raises("a late monitored_barrier", lambda: cdist.monitored_barrier(group=g, timeout=MB_TIMEOUT),
+                     RuntimeError, f"monitored_barrier on rank {rank}")
+        assert "revoked by rank 0" in msg, msg
+        if time.time() - start > 2 * timeout + 10:
+            raise AssertionError(f"the late monitored_barrier on rank {rank} took {time.time() - start:.1f} s")
+        print(f"rank {rank}: a late monitored_barrier raised: {msg}", flush=True)
+    elif rank == 0:
+        ranks = ", ".join(str(r) for r in absent)
+        word = "Ranks " if len(absent) > 1 else "Rank "
+        msg = raises("monitored_barrier with absent ranks",
+                     lambda: cdist.monitored_barrier(group=g, timeout=MB_TIMEOUT, wait_all_ranks=wait_all),
+                     RuntimeError, f"{word}{ranks} failed to pass monitoredBarrier in {int(timeout * 1000)} ms")
+        took = time.time() - start
+        if not timeout - 0.5 < took < timeout + 10:
+            raise AssertionError(f"rank 0's monitored_barrier failed after {took:.1f} s, the timeout being {timeout} s")
+        print(f"rank 0: monitored_barrier raised after {took:.1f} s: {msg}", flush=True)
+    else:
+        msg = raises("monitored_barrier without rank 0's release",
+               lambda: cdist.monitored_barrier(group=g, timeout=MB_TIMEOUT, wait_all_ranks=wait_all),
+               RuntimeError, f"monitored_barrier on rank {rank}")
+        took = time.time() - start
+        if took > timeout + 10:
+            raise AssertionError(f"rank {rank}'s monitored_barrier failed after {took:.1f} s")
+        print(f"rank {rank}: monitored_barrier raised after {took:.1f} s: {msg}", flush=True)
+    # The group is unusable now, on every rank: its next operation raises.
+    msg = raises("all_reduce on the group after a failed monitored_barrier",
+                 lambda: dist.all_reduce(torch.ones(1), group=g), RuntimeError, "collective")
+    print(f"rank {rank}: then all_reduce on the group raised: {msg}", flush=True)
+    # The default group is another communicator: it still works.
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    expect("all_reduce on the default group", t, torch.full((1,), float(dist.get_world_size())))
+    dist.destroy_process_group(g)
+
+
+def case_mbarrier_absent():
+    """Rank 2 does not come: rank 0 names it (wait_all_ranks=False)."""
+    _mbarrier_missing([2], False)
+
+
+def case_mbarrier_all_absent():
+    """Ranks 1 and 2 do not come: with wait_all_ranks=True rank 0 names both."""
+    _mbarrier_missing([1, 2], True)
+
+
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -77,6 +77,16 @@ def test_torchrun_np3_ops():
     check(torchrun(3, *ALL_OPS), "torchrun -np 3")
 
 
+def test_torchrun_np3_monitored_barrier():
+    """collective.distributed.monitored_barrier: all ranks there (repeatedly, subgroups, a
+    Gloo group), bad arguments, rank 2 absent (rank 0 names it within about the 3 s
+    timeout), ranks 1 and 2 absent with wait_all_ranks=True (rank 0 names both)."""
+    res = torchrun(3, "mbarrier_ok", "mbarrier_errors", "mbarrier_absent", "mbarrier_all_absent", timeout=120)
+    check(res, "torchrun -np 3 monitored_barrier")
+    assert "Rank 2 failed to pass monitoredBarrier in 3000 ms" in res.stdout, res.stdout
+    assert "Ranks 1, 2 failed to pass monitoredBarrier in 3000 ms" in res.stdout, res.stdout
+
+
 def test_collectiverun_np2():
     run = os.environ.get("COLLECTIVERUN")
     if not run:

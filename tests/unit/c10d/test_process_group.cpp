@@ -67,6 +67,11 @@ void rankMain(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) 
     raised = std::string(e.what()).find("out of range") != std::string::npos;
   }
   expect(raised, "broadcast with root out of range raises");
+  // monitored barriers, every rank there (the group's timeout, then one of 10 s)
+  pg->monitoredBarrier();
+  c10d::BarrierOptions mo;
+  mo.timeout = std::chrono::milliseconds(10000);
+  pg->monitoredBarrier(mo, true);
   pg->barrier()->wait();
 }
 

@@ -2,10 +2,15 @@
 // and dumping it (COLL_TOPO_DUMP_FILE).
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+extern char** environ;
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <thread>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -16,12 +21,16 @@
 #include "base/config.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
+#include "base/sha256.hpp"
 #include "topology/hwloc_internal.hpp"
 
 namespace coll {
 
 COLL_PARAM(kTopoFile, "COLL_TOPO_FILE", "", "hwloc XML topology to use instead of discovering this machine");
 COLL_PARAM(kTopoDump, "COLL_TOPO_DUMP_FILE", "", "write the topology used as hwloc XML (%h host, %p pid)");
+COLL_PARAM(kTopoCache, "COLL_TOPO_CACHE", "auto",
+           "directory where the processes of one machine share its discovered topology (auto: "
+           "$XDG_RUNTIME_DIR, else /tmp; 0: every process discovers)");
 
 namespace {
 
@@ -35,6 +44,14 @@ class Hwloc {
   Hwloc(const Hwloc&) = delete;
   Hwloc& operator=(const Hwloc&) = delete;
   hwloc_topology_t get() const { return t_; }
+  // Back to a fresh, unloaded topology (after a load that failed).
+  void reset() {
+    hwloc_topology_t fresh = nullptr;
+    if (hwloc_topology_init(&fresh) != 0)
+      COLL_THROW(collSystemError, "topology: hwloc_topology_init failed: ", sysErrorText(errno));
+    hwloc_topology_destroy(t_);
+    t_ = fresh;
+  }
 
  private:
   hwloc_topology_t t_ = nullptr;
@@ -217,6 +234,164 @@ void dump(hwloc_topology_t t, const std::string& pattern) {
   COLL_INFO("topology written to %s", path.c_str());
 }
 
+// ---------------------------------------------------------------- machine cache
+//
+// Discovery costs each process 10-20 ms of CPU here (and far more on a GPU server, where
+// hwloc asks the drivers), the same answer in every process of the machine: hundreds of
+// ranks starting on a few cores spend seconds on it. The first process writes what hwloc
+// found (before the sysfs annotations, which are read afresh every time) as XML into a
+// file of its user's; the others of the same machine load that instead, while it is
+// fresh. The name holds a digest of everything the answer depends on: the boot, the
+// host, the hwloc library, the process's cgroups (a container's or a job step's cpuset
+// changes what hwloc reports) and any HWLOC_* variable; a file not owned by this user,
+// writable by others, or older than kCacheTtlSec is not used.
+
+constexpr int kCacheTtlSec = 600;
+constexpr int kCacheFormat = 1;  // bump when what is cached changes
+// How long a process waits for another one that is discovering to publish the file.
+constexpr int kCacheWaitMs = 2000;
+constexpr int kCacheLockStaleSec = 10;
+
+std::string readSmall(const char* path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+std::string cacheDir(const Config& cfg) {
+  const std::string& v = cfg.getStr(kTopoCache);
+  if (v == "0" || v == "off" || v == "none") return "";
+  if (v != "auto" && !v.empty()) return v;
+  const char* run = getenv("XDG_RUNTIME_DIR");
+  struct stat st {};
+  if (run && *run && stat(run, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid()) return run;
+  const char* tmp = getenv("TMPDIR");
+  return tmp && *tmp ? tmp : "/tmp";
+}
+
+std::string cachePath(const std::string& dir) {
+  std::string key = strCat("format ", kCacheFormat, "\nhwloc ", hwloc_get_api_version(), "\nboot ",
+                           readSmall("/proc/sys/kernel/random/boot_id"), "\ncgroup ", readSmall("/proc/self/cgroup"));
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  key += strCat("\nhost ", host);
+  std::vector<std::string> hw;
+  for (char** e = environ; e && *e; ++e)
+    if (strncmp(*e, "HWLOC_", 6) == 0) hw.emplace_back(*e);
+  std::sort(hw.begin(), hw.end());
+  for (const auto& e : hw) key += "\nenv " + e;
+  uint8_t digest[32];
+  sha256(key.data(), key.size(), digest);
+  char hex[17] = {0};
+  for (int i = 0; i < 8; ++i) snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+  return strCat(dir, "/collective-topo-", geteuid(), "-", hex, ".xml");
+}
+
+// Whether `path` is a cache file this process may trust: ours, not writable by others,
+// a regular file (not followed through a link), and fresh.
+bool usableCacheFile(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return false;
+  const time_t now = time(nullptr);
+  if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+    COLL_INFO("topology cache %s: not used (not a regular file of this user's, or writable by others)", path.c_str());
+    return false;
+  }
+  return st.st_mtime <= now + 5 && now - st.st_mtime < kCacheTtlSec;
+}
+
+bool loadCached(Hwloc& h, const std::string& path) {
+  if (!usableCacheFile(path)) return false;
+  try {
+    checkBeforeHwloc(path, "topology cache");
+  } catch (const Error& e) {
+    COLL_INFO("topology cache %s: not used: %s", path.c_str(), e.what());
+    return false;
+  }
+  hwloc_topology_set_io_types_filter(h.get(), HWLOC_TYPE_FILTER_KEEP_ALL);
+  // The file describes this very machine: let hwloc treat it as such.
+  hwloc_topology_set_flags(h.get(), HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM);
+  if (hwloc_topology_set_xml(h.get(), path.c_str()) == 0 && hwloc_topology_load(h.get()) == 0) return true;
+  COLL_INFO("topology cache %s: hwloc could not load it; discovering", path.c_str());
+  h.reset();
+  return false;
+}
+
+// Written whole under a private name, then renamed over the cache's: a reader sees the
+// old file or the new one, never a part. Any failure only costs the next process a
+// discovery.
+void storeCached(hwloc_topology_t t, const std::string& path) {
+  char* xml = nullptr;
+  int len = 0;
+  if (hwloc_topology_export_xmlbuffer(t, &xml, &len, 0) != 0 || !xml || len <= 1) {
+    COLL_INFO("topology cache %s: hwloc could not export the topology", path.c_str());
+    return;
+  }
+  const std::string tmp = strCat(path, ".tmp.", getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  bool ok = fd >= 0;
+  for (size_t done = 0, n = static_cast<size_t>(len - 1); ok && done < n;) {  // len counts the final NUL
+    ssize_t w = write(fd, xml + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    ok = w > 0;
+    done += ok ? static_cast<size_t>(w) : 0;
+  }
+  hwloc_free_xmlbuffer(t, xml);
+  if (fd >= 0 && close(fd) != 0) ok = false;
+  if (ok && rename(tmp.c_str(), path.c_str()) == 0) {
+    COLL_INFO("topology cache: wrote %s", path.c_str());
+    return;
+  }
+  COLL_INFO("topology cache %s: not written: %s", path.c_str(), sysErrorText(errno).c_str());
+  if (fd >= 0) unlink(tmp.c_str());
+}
+
+// One process of the machine discovers while the others wait for its file (they would
+// only slow it down, discovering the same thing on the same cores). The lock is a file
+// created exclusively; one older than kCacheLockStaleSec belongs to a process that died
+// or hangs, and is ignored. Returns whether this process holds the lock.
+bool lockOrWait(const std::string& path, Hwloc& h, bool* loaded) {
+  const std::string lock = path + ".lock";
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kCacheWaitMs);
+  for (;;) {
+    int fd = open(lock.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      close(fd);
+      return true;
+    }
+    if (errno != EEXIST) return false;
+    struct stat st {};
+    if (lstat(lock.c_str(), &st) == 0 && time(nullptr) - st.st_mtime > kCacheLockStaleSec) {
+      COLL_INFO("topology cache: ignoring the stale lock %s", lock.c_str());
+      return false;
+    }
+    if (loadCached(h, path)) {
+      *loaded = true;
+      return false;
+    }
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// This machine's topology, through the cache when one is configured. Returns where it
+// came from, for the log.
+std::string loadThisMachineCached(Hwloc& h, const Config& cfg) {
+  const std::string dir = cacheDir(cfg);
+  if (dir.empty()) {
+    loadThisMachine(h);
+    return "hwloc";
+  }
+  const std::string path = cachePath(dir);
+  if (loadCached(h, path)) return "hwloc, cached in " + path;
+  bool loaded = false;
+  const bool locked = lockOrWait(path, h, &loaded);
+  if (loaded) return "hwloc, cached in " + path;
+  loadThisMachine(h);
+  storeCached(h.get(), path);
+  if (locked) unlink((path + ".lock").c_str());
+  return "hwloc";
+}
+
 }  // namespace
 
 HostTopo loadXml(const std::string& path) {
@@ -228,14 +403,15 @@ HostTopo loadXml(const std::string& path) {
 HostTopo discoverLocal(const Config& cfg) {
   Hwloc h;
   const std::string& file = cfg.getStr(kTopoFile);
+  std::string source = "xml " + file;
   if (!file.empty()) {
     loadXmlInto(h, file, kTopoFile);
   } else {
-    loadThisMachine(h);
+    source = loadThisMachineCached(h, cfg);
     annotateFromSysfs(h.get());
   }
   if (!cfg.getStr(kTopoDump).empty()) dump(h.get(), cfg.getStr(kTopoDump));
-  HostTopo topo = extractHostTopo(h.get(), file.empty() ? "hwloc" : "xml " + file);
+  HostTopo topo = extractHostTopo(h.get(), source);
   if (topo.hostname.empty()) {
     char host[256] = {0};
     gethostname(host, sizeof host - 1);

@@ -376,7 +376,7 @@ TEST(TopoXml, TopoFileAndDumpRoundTrip) {
 
 TEST(TopoDiscover, ThisMachineAndItsDump) {
   TempDir dir;
-  HostTopo live = discoverLocal(Config::fromEnv({{"COLL_TOPO_DUMP_FILE", dir.path() + "/%h.xml"}}));
+  HostTopo live = discoverLocal(Config::fromEnv({{"COLL_TOPO_DUMP_FILE", dir.path() + "/%h.xml"}, {"COLL_TOPO_CACHE", "0"}}));
   EXPECT_TRUE(live.detailed);
   EXPECT_EQ(live.source, "hwloc");
   ASSERT_GE(live.packages.size(), 1u);

@@ -243,8 +243,9 @@ void dump(hwloc_topology_t t, const std::string& pattern) {
 // file of its user's; the others of the same machine load that instead, while it is
 // fresh. The name holds a digest of everything the answer depends on: the boot, the
 // host, the hwloc library, the process's cgroups (a container's or a job step's cpuset
-// changes what hwloc reports) and any HWLOC_* variable; a file not owned by this user,
-// writable by others, or older than kCacheTtlSec is not used.
+// changes what hwloc reports), its network and mount namespaces and any HWLOC_*
+// variable; a file not owned by this user, writable by others, or older than
+// kCacheTtlSec is not used.
 
 constexpr int kCacheTtlSec = 600;
 constexpr int kCacheFormat = 1;  // bump when what is cached changes
@@ -274,6 +275,12 @@ std::string cachePath(const std::string& dir) {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   key += strCat("\nhost ", host);
+  // A network namespace sees its own interfaces, a mount namespace (a container) its own
+  // /sys: each gets its own file.
+  for (const char* ns : {"/proc/self/ns/net", "/proc/self/ns/mnt"}) {
+    char link[128] = {0};
+    if (readlink(ns, link, sizeof link - 1) > 0) key += strCat("\nns ", link);
+  }
   std::vector<std::string> hw;
   for (char** e = environ; e && *e; ++e)
     if (strncmp(*e, "HWLOC_", 6) == 0) hw.emplace_back(*e);

@@ -2,6 +2,7 @@
 // the first process discovers and writes it, the others load it; a file that is not
 // trustworthy or not fresh is not used.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -106,6 +107,28 @@ TEST(TopoCache, HwlocSettingsGetTheirOwnFile) {
     EXPECT_EQ(filesIn(dir.path()).size(), 2u);
     EXPECT_EQ(discoverLocal(cacheIn(dir.path())).source.rfind(kCached, 0), 0u);
   }
+}
+
+// A process in another network namespace sees other interfaces: it must not load the
+// file of a process outside it (nor they its).
+TEST(TopoCache, NetworkNamespacesGetTheirOwnFile) {
+  TempDir dir;
+  discoverLocal(cacheIn(dir.path()));
+  pid_t p = fork();
+  if (p == 0) {
+    if (unshare(CLONE_NEWNET) != 0) _exit(77);  // not root, or no namespaces here
+    // (What it sees there depends on the /sys it has: `ip netns exec` mounts the
+    // namespace's own; the key covers the mount namespace too.)
+    _exit(discoverLocal(cacheIn(dir.path())).source == "hwloc" ? 0 : 1);
+  }
+  ASSERT_GT(p, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(p, &status, 0), p);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "cannot make a network namespace here";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child loaded the file of a process outside its namespace";
+  EXPECT_EQ(filesIn(dir.path()).size(), 2u);
+  EXPECT_EQ(discoverLocal(cacheIn(dir.path())).source.rfind(kCached, 0), 0u);
 }
 
 // The environment is the subject: where "auto" puts the file, and "0" turning it off.

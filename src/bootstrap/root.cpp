@@ -580,15 +580,11 @@ RendezvousRoot::Stats RendezvousRoot::stats() {
   return Stats{c.connections.load(), c.framesIn.load(), c.bytesIn.load(), c.framesOut.load(), c.bytesOut.load()};
 }
 
-sockaddr_storage RendezvousRoot::start(const sockaddr_storage& addr, int nranks, const uint8_t* secret,
-                                       double timeoutSec) {
-  COLL_CHECK_ARG(secret, "RendezvousRoot::start: secret is null");
-  COLL_CHECK_ARG(nranks <= bs::kMaxRanks, "RendezvousRoot::start: nranks = ", nranks, " exceeds ", bs::kMaxRanks);
-  sockaddr_storage bound = addr;
-  Socket l = listenOn(&bound);
-  setNonBlocking(l.fd());
-  double hsSec = Config::fromEnv().getDouble(kHandshakeTimeout);
-  auto root = std::make_unique<Root>(std::move(l), bound, nranks, secret, timeoutSec, hsSec);
+namespace {
+
+// The root runs on a thread of its own, detached: it outlives the call that started it
+// and ends when the job it serves has formed and gone.
+void serveInBackground(std::unique_ptr<Root> root) {
   try {
     std::thread([r = std::move(root)]() {
       try {
@@ -600,6 +596,20 @@ sockaddr_storage RendezvousRoot::start(const sockaddr_storage& addr, int nranks,
   } catch (const std::system_error& e) {
     COLL_THROW(collSystemError, "cannot start the bootstrap root thread: ", e.what());
   }
+}
+
+}  // namespace
+
+sockaddr_storage RendezvousRoot::start(const sockaddr_storage& addr, int nranks, const uint8_t* secret,
+                                       double timeoutSec) {
+  COLL_CHECK_ARG(secret, "RendezvousRoot::start: secret is null");
+  COLL_CHECK_ARG(nranks <= bs::kMaxRanks, "RendezvousRoot::start: nranks = ", nranks, " exceeds ", bs::kMaxRanks);
+  sockaddr_storage bound = addr;
+  Socket l = listenOn(&bound);
+  setNonBlocking(l.fd());
+  double hsSec = Config::fromEnv().getDouble(kHandshakeTimeout);
+  auto root = std::make_unique<Root>(std::move(l), bound, nranks, secret, timeoutSec, hsSec);
+  serveInBackground(std::move(root));
   return bound;
 }
 
@@ -612,17 +622,7 @@ void RendezvousRoot::startOn(int listenFd, const sockaddr_storage& addr, int nra
   setNonBlocking(l.fd());
   double hsSec = Config::fromEnv().getDouble(kHandshakeTimeout);
   auto root = std::make_unique<Root>(std::move(l), addr, nranks, secret, timeoutSec, hsSec, true);
-  try {
-    std::thread([r = std::move(root)]() {
-      try {
-        r->run();
-      } catch (const std::exception& e) {
-        COLL_WARN("bootstrap root: stopped by an internal error: %s", e.what());
-      }
-    }).detach();
-  } catch (const std::system_error& e) {
-    COLL_THROW(collSystemError, "cannot start the bootstrap root thread: ", e.what());
-  }
+  serveInBackground(std::move(root));
 }
 
 }  // namespace coll

@@ -23,31 +23,35 @@ constexpr size_t kMaxPendingAccepts = 256;
 // Seconds an accepted connection may take to prove the secret.
 constexpr double kHandshakeSec = 5.0;
 
-// The hello each stream's client sends inside the authenticated handshake.
-struct HelloFixed {
-  uint32_t rank;
-  uint32_t stream;
-  uint32_t streams;
-  uint32_t tagLen;
-};
-
-std::vector<uint8_t> makeHello(int rank, int stream, int streams, const std::string& tag) {
-  HelloFixed h{uint32_t(rank), uint32_t(stream), uint32_t(streams), uint32_t(tag.size())};
-  std::vector<uint8_t> out(sizeof(h) + tag.size());
-  memcpy(out.data(), &h, sizeof(h));
-  memcpy(out.data() + sizeof(h), tag.data(), tag.size());
-  return out;
-}
-
 struct Pair {
   int streams;
   size_t chunk;
 };
 
 Pair settle(const StreamOptions& opt, const ListenRecord& other) {
-  return Pair{std::min<int>(opt.streams, static_cast<int>(other.streams)),
-              std::min<size_t>(opt.chunk, other.chunk)};
+  return Pair{settledStreams(opt, other), settledChunk(opt, other)};
 }
+
+}  // namespace
+
+std::vector<uint8_t> makeStreamHello(int rank, int stream, int streams, const std::string& tag) {
+  StreamHello h{uint32_t(rank), uint32_t(stream), uint32_t(streams), uint32_t(tag.size())};
+  std::vector<uint8_t> out(sizeof(h) + tag.size());
+  memcpy(out.data(), &h, sizeof(h));
+  memcpy(out.data() + sizeof(h), tag.data(), tag.size());
+  return out;
+}
+
+bool parseStreamHello(const std::vector<uint8_t>& bytes, StreamHello* hello, std::string* tag) {
+  *hello = StreamHello{};
+  tag->clear();
+  if (bytes.size() < sizeof(StreamHello)) return false;
+  memcpy(hello, bytes.data(), sizeof(StreamHello));
+  tag->assign(bytes.begin() + sizeof(StreamHello), bytes.end());
+  return hello->tagLen == bytes.size() - sizeof(StreamHello);
+}
+
+namespace {
 
 // Buffer sizes are set before the handshake (accepted sockets inherit the listener's).
 void tuneSocket(int fd) {
@@ -118,12 +122,12 @@ void Acceptor::acceptNew() {
 // A handshake completed: checks that the hello names a stream this rank still waits for.
 void Acceptor::finish(Pending& p) {
   const std::vector<uint8_t>& h = p.hs.hello();
-  HelloFixed f{};
-  if (h.size() >= sizeof(f)) memcpy(&f, h.data(), sizeof(f));
-  std::string tag = h.size() >= sizeof(f) ? std::string(h.begin() + sizeof(f), h.end()) : "";
+  StreamHello f{};
+  std::string tag;
+  const bool wellFormed = parseStreamHello(h, &f, &tag);
   auto it = out_->find(static_cast<int>(f.rank));
   const char* why = nullptr;
-  if (h.size() < sizeof(f) || f.tagLen != h.size() - sizeof(f)) why = "malformed hello";
+  if (!wellFormed) why = "malformed hello";
   else if (tag != ctx_.jobTag) why = "hello for another communicator";
   else if (it == out_->end() || static_cast<int>(f.rank) >= ctx_.rank) why = "hello from a rank that is not an expected peer";
   else if (f.streams != it->second.socks.size() || f.stream >= f.streams) why = "hello with a wrong stream count or index";
@@ -265,7 +269,7 @@ std::map<int, PeerStreams> connectStreams(const TransportContext& ctx, const std
     PeerStreams& ps = out[p];
     ps.chunk = pair.chunk;
     for (int k = 0; k < pair.streams; ++k) {
-      std::vector<uint8_t> hello = makeHello(ctx.rank, k, pair.streams, ctx.jobTag);
+      std::vector<uint8_t> hello = makeStreamHello(ctx.rank, k, pair.streams, ctx.jobTag);
       Socket s;
       for (int attempt = 1;; ++attempt) {
         s = connectWatching(ctx, p, recs[p].addr, deadline);

@@ -2,6 +2,8 @@
 // accepting (and authenticating) lower ones. Kept apart from the data path in tcp_link.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -29,8 +31,27 @@ struct ListenRecord {
   sockaddr_storage addr;  // ss_family 0: this rank listens for nobody
 };
 
-// What a pair of ranks settled on: both sides take the smaller of the two requests, so
+// What a pair of ranks settles on: both sides take the smaller of the two requests, so
 // the striping rule is the same at both ends even when their environments differ.
+inline int settledStreams(const StreamOptions& mine, const ListenRecord& theirs) {
+  return std::min<int>(mine.streams, static_cast<int>(theirs.streams));
+}
+inline size_t settledChunk(const StreamOptions& mine, const ListenRecord& theirs) {
+  return std::min<size_t>(mine.chunk, theirs.chunk);
+}
+
+// The hello each stream's client sends inside the authenticated handshake: its rank,
+// which of how many streams this connection is, and the communicator's tag.
+struct StreamHello {
+  uint32_t rank;
+  uint32_t stream;
+  uint32_t streams;
+  uint32_t tagLen;
+};
+std::vector<uint8_t> makeStreamHello(int rank, int stream, int streams, const std::string& tag);
+// False for a hello whose size disagrees with the tag length it announces.
+bool parseStreamHello(const std::vector<uint8_t>& bytes, StreamHello* hello, std::string* tag);
+
 struct PeerStreams {
   std::vector<Socket> socks;  // in stream order, non-blocking, TCP_NODELAY
   size_t chunk = 0;

@@ -27,26 +27,6 @@ constexpr size_t kMaxPending = 256;
 // How long a connection may take to prove the secret before it is dropped.
 constexpr double kHandshakeSec = 10;
 
-struct Hello {
-  uint32_t rank;
-  uint32_t stream;
-  uint32_t streams;
-  uint32_t tagLen;
-};
-
-std::vector<uint8_t> makeHello(int rank, int stream, int streams, const std::string& tag) {
-  Hello h{uint32_t(rank), uint32_t(stream), uint32_t(streams), uint32_t(tag.size())};
-  std::vector<uint8_t> out(sizeof(h) + tag.size());
-  memcpy(out.data(), &h, sizeof(h));
-  memcpy(out.data() + sizeof(h), tag.data(), tag.size());
-  return out;
-}
-
-int settledStreams(const StreamOptions& opt, const ListenRecord& r) {
-  return std::min<int>(opt.streams, static_cast<int>(r.streams));
-}
-size_t settledChunk(const StreamOptions& opt, const ListenRecord& r) { return std::min<size_t>(opt.chunk, r.chunk); }
-
 }  // namespace
 
 // The listener's thread: accepts, runs the handshakes without blocking on any one
@@ -164,12 +144,12 @@ class LazyAcceptor {
 
   void finish(Pending& p) {
     const std::vector<uint8_t>& h = p.hs.hello();
-    Hello f{};
-    if (h.size() >= sizeof(f)) memcpy(&f, h.data(), sizeof(f));
-    std::string tag = h.size() >= sizeof(f) ? std::string(h.begin() + sizeof(f), h.end()) : "";
+    StreamHello f{};
+    std::string tag;
+    const bool wellFormed = parseStreamHello(h, &f, &tag);
     const char* why = nullptr;
     std::lock_guard<std::mutex> lk(mu_);
-    if (h.size() < sizeof(f) || f.tagLen != h.size() - sizeof(f)) why = "malformed hello";
+    if (!wellFormed) why = "malformed hello";
     else if (tag != tag_) why = "hello for another communicator";
     else if (!std::binary_search(expected_.begin(), expected_.end(), static_cast<int>(f.rank)))
       why = "hello from a rank that is not an expected peer";
@@ -298,7 +278,7 @@ std::unique_ptr<Link> LazyFactory::connect(int peer, const Deadline& deadline) {
   // The peer's connection thread answers whatever its own algorithm is doing.
   std::vector<Socket> socks;
   for (int k = 0; k < streams; ++k) {
-    std::vector<uint8_t> hello = makeHello(rank_, k, streams, jobTag_);
+    std::vector<uint8_t> hello = makeStreamHello(rank_, k, streams, jobTag_);
     Socket s;
     for (int attempt = 1;; ++attempt) {
       s = dialPeer(recs_[peer].addr, deadline, bootstrap_, rank_, peer);

@@ -154,6 +154,40 @@ void writeBack(Staged& s) {
 
 size_t elems(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
 
+// Calls come back to back (a training step's all-reduces, a wait right after the call):
+// the thread that would sleep on a condition variable first watches for what it waits for
+// for this long, yielding the CPU between looks. Each sleep and wake-up it saves is a
+// futex round trip and a context switch, tens of microseconds on a busy machine, more
+// than the operation itself at small sizes.
+// Lets go of the GIL (if this thread holds it) for the lifetime of the guard: the worker
+// may need it to free the tensors of earlier jobs while this thread waits.
+class GilRelease {
+ public:
+  GilRelease() {
+    if (Py_IsInitialized() && PyGILState_Check()) saved_ = PyEval_SaveThread();
+  }
+  ~GilRelease() {
+    if (saved_) PyEval_RestoreThread(saved_);
+  }
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+
+ private:
+  PyThreadState* saved_ = nullptr;
+};
+
+constexpr auto kSpinBeforeSleep = std::chrono::microseconds(50);
+
+template <class Ready>
+bool spinUntil(Ready ready) {
+  const auto until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    if ((i & 15) == 15 && std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::yield();
+  }
+}
+
 }  // namespace
 
 // ---- Work
@@ -166,8 +200,14 @@ class CollWork final : public c10d::Work {
         bound_(bound),
         future_(c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
-  // On the worker: the operation is over (exception set when it failed).
-  void complete(std::exception_ptr e) { finish(e); }
+  // On the worker: the operation is over (exception set when it failed). Returns whether
+  // a thread is inside wait(), which then marks the future itself: no completion thread
+  // need be woken for it.
+  bool complete(std::exception_ptr e) {
+    finish(e);
+    done_.store(true, std::memory_order_seq_cst);
+    return waiters_.load(std::memory_order_seq_cst) > 0;
+  }
   // Marks the future (running its callbacks, which may wait for other work), once: on a
   // completion thread, or on the thread in wait() if that gets there first.
   void completeFuture() {
@@ -178,14 +218,22 @@ class CollWork final : public c10d::Work {
 
   bool wait(std::chrono::milliseconds timeout) override {
     const auto bound = timeout == kNoTimeout ? bound_ : timeout;
-    {
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    bool completed = spinUntil([&] { return done_.load(std::memory_order_acquire); });
+    if (!completed) {
       std::unique_lock<std::mutex> lock(mutex_);
-      if (!cv_.wait_for(lock, bound, [&] { return completed_; }))
-        throw std::runtime_error("collective backend: " + std::string(c10d::opTypeToString(retrieveOpType())) +
-                                 " did not complete within " + std::to_string(bound.count()) + " ms");
-      if (exception_) std::rethrow_exception(exception_);
+      completed = cv_.wait_for(lock, bound, [&] { return completed_; });
+    }
+    // Leaving without having marked the future: the worker, which skipped the completion
+    // thread while this thread waited, may have finished in between; then mark it here.
+    waiters_.fetch_sub(1, std::memory_order_seq_cst);
+    if (!completed) {
+      if (done_.load(std::memory_order_seq_cst)) completeFuture();
+      throw std::runtime_error("collective backend: " + std::string(c10d::opTypeToString(retrieveOpType())) +
+                               " did not complete within " + std::to_string(bound.count()) + " ms");
     }
     completeFuture();  // no handoff to a completion thread where this thread can do it
+    if (exception_) std::rethrow_exception(exception_);
     future_->wait();
     return true;
   }
@@ -210,6 +258,8 @@ class CollWork final : public c10d::Work {
   std::chrono::milliseconds bound_;
   c10::intrusive_ptr<at::ivalue::Future> future_;
   std::atomic<bool> futureClaimed_{false};
+  std::atomic<bool> done_{false};  // complete() ran
+  std::atomic<int> waiters_{0};    // threads inside wait()
 };
 
 // ---- completion threads: a future's callbacks (DDP's comm hooks, PowerSGD) may wait for
@@ -326,21 +376,56 @@ void ProcessGroupCollective::check(collResult_t rc, const char* call) const {
                            collGetLastError(comm_));
 }
 
+void ProcessGroupCollective::runInline(CollWork& work, const std::function<void(std::vector<collRequest_t>&)>& run,
+                                       const std::function<void()>& after) {
+  GilRelease nogil;
+  at::NoGradGuard noGrad;
+  std::exception_ptr e;
+  try {
+    std::vector<collRequest_t> reqs;
+    run(reqs);  // the collectives that run inline complete within the call
+    TORCH_INTERNAL_ASSERT(reqs.empty(), "an inline operation left requests in flight");
+    if (after) after();
+  } catch (...) {
+    e = std::current_exception();
+  }
+  work.complete(e);
+  // The caller does not hold the work yet: no callback is attached and nobody waits, so
+  // marking its future here runs nothing else.
+  work.completeFuture();
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
                                                                std::function<void(std::vector<collRequest_t>&)> run,
-                                                               std::function<void()> after) {
+                                                               std::function<void()> after, size_t inlineBytes) {
   // The wait bound of Work.wait(): the library fails every operation within twice its
   // timeout; a little more covers the queue ahead of this one.
   const auto bound = timeout_ * 3 + std::chrono::milliseconds(10000);
   auto work = c10::make_intrusive<CollWork>(rank_, type, std::move(outputs), bound);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     TORCH_CHECK(!stop_, "collective backend: the process group is being destroyed");
     TORCH_CHECK(broken_.empty(), "collective backend: the process group is unusable after an earlier error: ",
                 broken_);
+    if (inlineBytes <= kInlineMaxBytes && queue_.empty() && workerIdle_ && !inlineBusy_) {
+      // Nothing of this group is queued or in flight: a small collective runs here, in
+      // issue order all the same, and spares the hand-off to the worker and back (two
+      // wake-ups, most of such a call's time). The worker takes no job meanwhile.
+      inlineBusy_ = true;
+      ++seq_;
+      lock.unlock();
+      runInline(*work, run, after);
+      lock.lock();
+      inlineBusy_ = false;
+      const bool queued = !queue_.empty();
+      lock.unlock();
+      if (queued) cv_.notify_one();
+      return work;
+    }
     queue_.push_back(Job{std::move(run), std::move(after), work});
     ++seq_;
   }
+  posted_.fetch_add(1, std::memory_order_release);
   cv_.notify_one();
   return work;
 }
@@ -354,6 +439,7 @@ void ProcessGroupCollective::workerLoop() {
   // Writing results back into the caller's tensors is no autograd operation.
   at::NoGradGuard noGrad;
   std::vector<Active> active;
+  uint64_t taken = 0;  // jobs taken from the queue
   auto finishJob = [](Job& job, std::exception_ptr e) {
     if (!e && job.after) {
       try {
@@ -362,19 +448,29 @@ void ProcessGroupCollective::workerLoop() {
         e = std::current_exception();
       }
     }
-    job.work->complete(e);
-    Completer::instance().post(job.work);
+    if (!job.work->complete(e)) Completer::instance().post(job.work);
   };
   for (;;) {
     Job job;
     bool have = false;
     {
+      if (active.empty()) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          workerIdle_ = true;  // from now on a small collective may run on its caller's thread
+        }
+        const uint64_t seen = taken;
+        spinUntil([&] { return posted_.load(std::memory_order_acquire) != seen; });
+      }
       std::unique_lock<std::mutex> lock(mu_);
-      if (active.empty()) cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      else cv_.wait_for(lock, std::chrono::microseconds(50), [&] { return stop_ || !queue_.empty(); });
-      if (!queue_.empty()) {
+      auto ready = [&] { return stop_ || (!queue_.empty() && !inlineBusy_); };
+      if (active.empty()) cv_.wait(lock, ready);
+      else cv_.wait_for(lock, std::chrono::microseconds(50), ready);
+      if (!queue_.empty() && !inlineBusy_) {
         job = std::move(queue_.front());
         queue_.pop_front();
+        ++taken;
+        workerIdle_ = false;
         have = true;
       } else if (stop_ && active.empty()) {
         return;
@@ -442,7 +538,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::broadcast(std::vector<at:
     void* p = st->buf.data_ptr();
     check(collBroadcast(p, p, elems(st->buf) * m.scale, m.dt, root, comm_, nullptr), "collBroadcast");
     writeBack(*st);
-  });
+  }, nullptr, st->buf.nbytes());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::allreduce(std::vector<at::Tensor>& tensors,
@@ -460,7 +556,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::allreduce(std::vector<at:
     if (red.preMul) collRedOpDestroy(op, comm_);
     check(rc, "collAllReduce");
     writeBack(*st);
-  });
+  }, nullptr, st->buf.nbytes());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::allreduce_coalesced(
@@ -513,7 +609,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::reduce(std::vector<at::Te
     if (red.preMul) collRedOpDestroy(op, comm_);
     check(rc, "collReduce");
     if (rank_ == root) writeBack(*st);
-  });
+  }, nullptr, st->buf.nbytes());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -851,7 +947,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::recvAnysource(std::vector
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::barrier(const c10d::BarrierOptions&) {
   return enqueue(c10d::OpType::BARRIER, {}, [this](std::vector<collRequest_t>&) {
     check(collBarrier(comm_), "collBarrier");
-  });
+  }, nullptr, 0);
 }
 
 // ---- monitored barrier
@@ -877,22 +973,6 @@ std::string rankList(const std::vector<int>& ranks) {
   return s;
 }
 
-// Lets go of the GIL (if this thread holds it) for the lifetime of the guard: the worker
-// may need it to free the tensors of earlier jobs while this thread waits.
-class GilRelease {
- public:
-  GilRelease() {
-    if (Py_IsInitialized() && PyGILState_Check()) saved_ = PyEval_SaveThread();
-  }
-  ~GilRelease() {
-    if (saved_) PyEval_RestoreThread(saved_);
-  }
-  GilRelease(const GilRelease&) = delete;
-  GilRelease& operator=(const GilRelease&) = delete;
-
- private:
-  PyThreadState* saved_ = nullptr;
-};
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -95,9 +96,15 @@ class ProcessGroupCollective final : public c10d::ProcessGroup {
     std::function<void()> after;  // on the worker, once all of run's requests completed
     c10::intrusive_ptr<CollWork> work;
   };
+  // Queues an operation for the worker. A collective of at most kInlineMaxBytes
+  // (inlineBytes: its size; SIZE_MAX: never) runs on the calling thread instead when the
+  // group has nothing queued or in flight.
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
                                          std::function<void(std::vector<collRequest_t>&)> run,
-                                         std::function<void()> after = nullptr);
+                                         std::function<void()> after = nullptr, size_t inlineBytes = SIZE_MAX);
+  void runInline(CollWork& work, const std::function<void(std::vector<collRequest_t>&)>& run,
+                 const std::function<void()>& after);
+  static constexpr size_t kInlineMaxBytes = 64 << 10;
   void workerLoop();
   // monitoredBarrier's exchange, on the worker thread; throws when it fails.
   void runMonitoredBarrier(std::chrono::milliseconds timeout, bool waitAllRanks, int64_t index);
@@ -112,6 +119,11 @@ class ProcessGroupCollective final : public c10d::ProcessGroup {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> queue_;
+  // Jobs enqueued so far, readable without mu_: the idle worker watches it for a moment
+  // before it sleeps on cv_ (see workerLoop).
+  std::atomic<uint64_t> posted_{0};
+  bool workerIdle_ = false;  // the worker has no job (under mu_)
+  bool inlineBusy_ = false;  // a caller runs a job inline; the worker takes none (under mu_)
   bool stop_ = false;
   std::thread worker_;
 };

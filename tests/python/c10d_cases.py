@@ -266,6 +266,23 @@ def case_futures():
     for i, w in enumerate(works):
         w.wait()
         expect(f"async all_reduce {i}", ts[i], torch.full((100,), float(i * size + sum(range(size)))))
+    # Small calls (which may run on the calling thread) behind large ones in flight (on the
+    # worker) and between them: each must run in issue order, on every rank the same.
+    for rnd in range(10):
+        big = torch.full((1 << 18,), float(rank + rnd))
+        small = torch.full((4,), float(rank * 10 + rnd))
+        root_t = torch.full((2,), float(rank + 100 * rnd))
+        w1 = dist.all_reduce(big, async_op=True)
+        w2 = dist.all_reduce(small, op=dist.ReduceOp.MAX, async_op=True)
+        w3 = dist.broadcast(root_t, src=size - 1, async_op=True)
+        dist.all_reduce(big)
+        for w in (w1, w2, w3):
+            w.wait()
+        expect(f"round {rnd}: large all_reduce twice", big,
+               torch.full((1 << 18,), float(size * sum(r + rnd for r in range(size)))))
+        expect(f"round {rnd}: small all_reduce(max) behind it", small, torch.full((4,), float((size - 1) * 10 + rnd)))
+        expect(f"round {rnd}: small broadcast", root_t, torch.full((2,), float(size - 1 + 100 * rnd)))
+        assert w2.is_completed() and w3.is_completed()
 
 
 def case_subgroups():

@@ -178,6 +178,7 @@ std::pair<int64_t, int64_t> Trainer::restoreCommit() {
   if (log_)
     std::fprintf(log_, "elastic: %d rank(s) resume from the last commit: epoch %lld, step %lld\n",
                  size_, static_cast<long long>(head[0] + 1), static_cast<long long>(head[1]));
+  if (log_) std::fflush(log_);
   return {head[0], head[1]};
 }
 
@@ -317,6 +318,7 @@ std::vector<EpochResult> Trainer::run() {
     std::fprintf(log_, "gradient sync: %s (%d rank(s) on this host, %d CPU(s) per rank)\n",
                  dopt_->reducesAtStep() ? "one all-reduce per step" : "overlapped with backward",
                  ctx_.local_size(), cpus_);
+  if (log_) std::fflush(log_);  // training starts now: tell whoever watches a pipe
   for (int64_t epoch = first; epoch < o_.epochs; ++epoch) {
     EpochResult r = trainEpoch(epoch, epoch == first ? firstStep : 0);
     r.testAccuracy = evaluate();

@@ -1,5 +1,7 @@
 #include "train/elastic.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -29,12 +31,12 @@ bool errorCode(const std::exception& e, collResult_t* code) {
   return false;
 }
 
-int minRanks() {
-  const char* v = std::getenv("COLL_ELASTIC_MIN_NP");
-  if (!v || !*v) return 1;
+int envRanks(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
   char* end = nullptr;
   const long n = std::strtol(v, &end, 10);
-  COLL_CHECK_ARG(*end == '\0' && n >= 1 && n <= 65536, "COLL_ELASTIC_MIN_NP '", v,
+  COLL_CHECK_ARG(*end == '\0' && n >= 1 && n <= 65536, name, " '", v,
                  "' is not a rank count in [1, 65536]");
   return static_cast<int>(n);
 }
@@ -72,6 +74,45 @@ OwnedComm shrink(OwnedComm world, const std::string& failure, int minNp, FILE* l
     std::fprintf(log, "elastic: rank %d of %d: lost rank(s) %s, shrunk %d -> %d ranks, now rank "
                  "%d%s\n", oldRank, oldSize, joined(dead).c_str(), oldSize, commSize(next.get()),
                  commRank(next.get()), why.str().c_str());
+    std::fflush(log);
+  }
+  return next;
+}
+
+// Asks collectiverun --elastic (COLL_ELASTIC_DIR) for the ranks that bring `world` back
+// to COLL_ELASTIC_MAX_NP and grows it with them (doc/recovery.md). The new ranks run
+// this program too: their collCommInitFromEnv joins (COLL_JOIN_ID) and their trainer
+// takes rank 0's commit.
+OwnedComm growBack(OwnedComm world, FILE* log) {
+  const char* dir = std::getenv("COLL_ELASTIC_DIR");
+  const int size = commSize(world.get()), rank = commRank(world.get());
+  const int want = envRanks("COLL_ELASTIC_MAX_NP", size);
+  if (!dir || !*dir || want <= size) return world;
+  if (rank == 0) {
+    collUniqueId id;
+    collCheck(collCommGetGrowId(world.get(), &id), world.get(), "collCommGetGrowId");
+    static const char* kHex = "0123456789abcdef";
+    std::string hex;
+    for (char c : id.internal) {
+      hex.push_back(kHex[(static_cast<unsigned char>(c) >> 4) & 15]);
+      hex.push_back(kHex[static_cast<unsigned char>(c) & 15]);
+    }
+    const std::string base = std::string(dir) + "/";
+    const std::string name = "grow-" + std::to_string(getpid()) + "-" +
+        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+    const std::string tmp = base + "." + name;
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    if (!f) COLL_THROW(collSystemError, "--elastic-grow: cannot write ", tmp);
+    std::fprintf(f, "%d %d %s\n", want - size, want, hex.c_str());
+    const bool written = std::fclose(f) == 0;
+    if (!written || std::rename(tmp.c_str(), (base + name).c_str()) != 0)
+      COLL_THROW(collSystemError, "--elastic-grow: cannot hand ", base + name, " to the launcher");
+  }
+  collComm_t grown = nullptr;
+  collCheck(collCommGrow(world.get(), want - size, &grown), world.get(), "collCommGrow");
+  OwnedComm next(grown);
+  if (log) {
+    std::fprintf(log, "elastic: rank %d: grew %d -> %d ranks\n", rank, size, commSize(next.get()));
     std::fflush(log);
   }
   return next;
@@ -115,16 +156,27 @@ bool isPeerFailure(const std::exception& error, collComm_t comm) {
 
 void runElastic(const TrainOptions& o, OwnedComm world, const Dataset& train,
                 const Dataset& test, FILE* log) {
-  const int minNp = minRanks();
+  const int minNp = envRanks("COLL_ELASTIC_MIN_NP", 1);
   const int startSize = commSize(world.get());
+  // Up to where the job may grow back (a replacement rank joins a job of that size).
+  const int topSize = o.elasticGrow ? std::max(startSize, envRanks("COLL_ELASTIC_MAX_NP", startSize))
+                                    : startSize;
   // The global batch stays the same whatever the number of ranks, so that the run takes
   // the steps an uninterrupted one would: every size it may shrink to must divide it.
-  for (int r = std::min(minNp, startSize); r <= startSize; ++r)
+  for (int r = std::min(minNp, startSize); r <= topSize; ++r)
     COLL_CHECK_ARG(o.globalBatch % r == 0, "--elastic: --batch-size ", o.globalBatch,
-                   " must split evenly over every number of ranks the job may shrink to (",
-                   std::min(minNp, startSize), " to ", startSize,
-                   ", from COLL_ELASTIC_MIN_NP), not over ", r);
+                   " must split evenly over every number of ranks the job may run on (",
+                   std::min(minNp, startSize), " to ", topSize,
+                   ", from COLL_ELASTIC_MIN_NP", o.elasticGrow ? " to COLL_ELASTIC_MAX_NP" : "",
+                   "), not over ", r);
   ElasticCommit commit;
+  const char* joinId = std::getenv("COLL_JOIN_ID");
+  commit.joining = joinId != nullptr && *joinId != '\0';
+  if (commit.joining && log) {
+    std::fprintf(log, "elastic: joined the job as rank %d of %d\n", commRank(world.get()),
+                 startSize);
+    std::fflush(log);
+  }
   for (int generation = 0;; ++generation) {
     OwnedComm aux;
     std::unique_ptr<hvd::Context> ctx;
@@ -167,6 +219,7 @@ void runElastic(const TrainOptions& o, OwnedComm world, const Dataset& train,
       std::fflush(log);
     }
     world = shrink(std::move(world), failure, minNp, log);
+    if (o.elasticGrow) world = growBack(std::move(world), log);
   }
 }
 

@@ -12,9 +12,13 @@
 //   3. asks collCommGetFailedRanks until the answer holds still and shrinks the
 //      communicator without those ranks (collCommShrink, which fails when survivors pass
 //      different sets: then it asks again and retries);
-//   4. starts a new engine and a new trainer on the shrunk communicator, restores its own
+//   4. with --elastic-grow, asks collectiverun --elastic for ranks up to
+//      COLL_ELASTIC_MAX_NP (a grow-* file in COLL_ELASTIC_DIR) and grows the communicator
+//      with them (collCommGrow); a replacement runs this program with COLL_JOIN_ID, joins
+//      in collCommInitFromEnv and takes rank 0's commit like the others;
+//   5. starts a new engine and a new trainer on the new communicator, restores its own
 //      commit and then takes new rank 0's (broadcast), so all replicas are equal again;
-//   5. goes on from the committed step with the rest of the epoch re-sharded over the new
+//   6. goes on from the committed step with the rest of the epoch re-sharded over the new
 //      number of ranks (DistributedSampler with a start position): the global batch stays
 //      the same, so the run takes the samples an uninterrupted run would have taken.
 // Fewer ranks than COLL_ELASTIC_MIN_NP (collectiverun --elastic --min-np, default 1), or
@@ -43,8 +47,8 @@ bool isPeerFailure(const std::exception& error, collComm_t comm);
 std::vector<int> settledFailedRanks(collComm_t comm);
 
 // Trains as Trainer::run over `world` (ranks of the job), surviving lost ranks as above.
-// Every rank that finishes prints nothing of its own but the recovery lines; rank 0 of
-// the final communicator reports as Trainer does.
+// Every rank prints its recovery lines to `log`; rank 0 of the final communicator reports
+// as Trainer does. Under COLL_JOIN_ID (a replacement rank) it starts from rank 0's commit.
 void runElastic(const TrainOptions& options, OwnedComm world, const Dataset& train,
                 const Dataset& test, FILE* log);
 

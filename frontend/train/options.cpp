@@ -94,7 +94,10 @@ std::string TrainOptions::usage() {
          "                        go on with the data re-sharded; --mode dp, fp32 only; the\n"
          "                        batch must split over every size down to COLL_ELASTIC_MIN_NP\n"
          "  --commit-every N      elastic: commit the training state in memory every N steps\n"
-         "                        and at every epoch end (20)\n";
+         "                        and at every epoch end (20)\n"
+         "  --elastic-grow        elastic: after a shrink, ask collectiverun for replacement\n"
+         "                        ranks up to its --max-np and grow back (off: go on with\n"
+         "                        the survivors)\n";
 }
 
 TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
@@ -150,6 +153,7 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
       {"--no-progress", [&] { o.progress = false; }},
       {"--profile", [&] { o.profile = true; }},
       {"--elastic", [&] { o.elastic = true; }},
+      {"--elastic-grow", [&] { o.elasticGrow = true; }},
       {"--ps-sync", [&] { o.psAsync = false; }},
       {"--ps-async", [&] { o.psAsync = true; }},
   };
@@ -197,6 +201,7 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
                  "--precision ", o.precision, " already reduces gradients in 16 bits; it does not "
                  "combine with --compression");
   COLL_CHECK_ARG(o.commitEvery >= 1, "--commit-every ", o.commitEvery, " must be >= 1");
+  COLL_CHECK_ARG(o.elastic || !o.elasticGrow, "--elastic-grow needs --elastic");
   COLL_CHECK_ARG(!o.elastic || o.mode == "dp", "--elastic is implemented for --mode dp only");
   // MixedPrecision's loss scale is not part of the committed state.
   COLL_CHECK_ARG(!o.elastic || o.precision == "fp32", "--elastic is implemented for "

@@ -50,6 +50,7 @@ struct TrainOptions {
   // Survive lost ranks (collectiverun --elastic): see frontend/train/elastic.hpp.
   bool elastic = false;
   int64_t commitEvery = 20;  // elastic: steps between in-memory commits (and every epoch end)
+  bool elasticGrow = false;  // elastic: after a shrink, grow back to COLL_ELASTIC_MAX_NP
 
   static std::string usage();
   // Throws coll::Error (collInvalidArgument) naming the bad flag.

@@ -140,11 +140,13 @@ void Trainer::saveCommit(int64_t epoch, int64_t step) {
 }
 
 std::pair<int64_t, int64_t> Trainer::restoreCommit() {
-  const std::vector<Tensor*> all = stateTensors();
-  COLL_ENFORCE_EQ(all.size(), commit_->tensors.size(), collInternalError,
-                  "Trainer: the commit does not match the model");
-  for (size_t i = 0; i < all.size(); ++i) all[i]->copyFrom(commit_->tensors[i]);
-  sgd_->setSteps(commit_->sgdSteps);
+  if (!commit_->joining) {
+    const std::vector<Tensor*> all = stateTensors();
+    COLL_ENFORCE_EQ(all.size(), commit_->tensors.size(), collInternalError,
+                    "Trainer: the commit does not match the model");
+    for (size_t i = 0; i < all.size(); ++i) all[i]->copyFrom(commit_->tensors[i]);
+    sgd_->setSteps(commit_->sgdSteps);
+  }
   broadcastParameters(*model_, ctx_, 0);
   broadcastOptimizerState(*sgd_, ctx_, 0);
   // Position and finished epochs: rank 0's commit may be a later one than another rank's.
@@ -175,6 +177,7 @@ std::pair<int64_t, int64_t> Trainer::restoreCommit() {
     results_.push_back(r);
   }
   saveCommit(head[0], head[1]);  // every rank now holds the same commit
+  commit_->joining = false;
   if (log_)
     std::fprintf(log_, "elastic: %d rank(s) resume from the last commit: epoch %lld, step %lld\n",
                  size_, static_cast<long long>(head[0] + 1), static_cast<long long>(head[1]));
@@ -307,7 +310,7 @@ void Trainer::summary(const std::vector<EpochResult>& results) const {
 
 std::vector<EpochResult> Trainer::run() {
   int64_t first = 0, firstStep = 0;
-  if (commit_ && commit_->valid) {
+  if (commit_ && (commit_->valid || commit_->joining)) {
     std::tie(first, firstStep) = restoreCommit();
   } else {
     first = restoreOrBroadcast();

@@ -35,6 +35,8 @@ struct EpochResult {
 // (a rank can finish an all-reduce that another saw fail); on restore, new rank 0's wins.
 struct ElasticCommit {
   bool valid = false;
+  // A rank that joined a grown job: it has no state of its own and takes rank 0's.
+  bool joining = false;
   int64_t epoch = 0;  // training resumes at step `step` of epoch `epoch`
   int64_t step = 0;
   int64_t sgdSteps = 0;

@@ -12,6 +12,8 @@
    new rank 0 (old rank 1) finishes and reports;
    1-3 with the gradients reduced at the step (--grad-sync step); 1 and 2 (rank 3
    killed) again with them reduced by the engine during backward (--grad-sync overlap);
+   with --elastic-grow (grad-sync step, rank 0 killed) a replacement started by the
+   launcher joins and the run ends on 4 ranks again, within 2 points;
 4. without the trainer's --elastic (the launcher still --elastic, so that it leaves the
    survivors alone) the same kill ends the run within seconds with an error naming the
    lost rank and a non-zero status.
@@ -120,6 +122,26 @@ def main():
             print("%s: exit %d in %.1f s, resumed at epoch %s step %s, final test accuracy %s%%" %
                   (what, rc, secs, resumed.group(1) if resumed else "?", resumed.group(2) if resumed else "?",
                    acc))
+
+        if sync != "step":
+            continue
+        # --elastic-grow: the survivors ask the launcher for a replacement (its --max-np is
+        # -np), which joins through collCommGrow and takes rank 0's commit.
+        rc, out, secs = run(launcher, trainer, sargs + ["--elastic-grow"], kill_rank=0)
+        acc = final_accuracy(out)
+        what = "grad-sync step, --elastic-grow, rank 0 killed"
+        expect(rc == 0, "%s: exit %d, expected 0" % (what, rc), out)
+        expect("1 rank(s) lost, 1 started to join; the job finished" in out, "%s: no replacement started" % what,
+               out)
+        grew = re.findall(r"^\[\d\] elastic: rank \d: grew 3 -> 4 ranks", out, re.M)
+        expect(len(grew) == 3, "%s: %d survivor(s) logged the grow 3 -> 4, expected 3" % (what, len(grew)), out)
+        expect(re.search(r"^\[3\] elastic: joined the job as rank 3 of 4", out, re.M) is not None,
+               "%s: the replacement did not join as rank 3" % what, out)
+        expect(re.search(r"^\[1\] summary: 4 rank\(s\), 2 epoch\(s\)", out, re.M) is not None,
+               "%s: no summary of 4 ranks from old rank 1" % what, out)
+        expect(acc is not None and ref is not None and abs(acc - ref) <= 2.0,
+               "%s: final accuracy %s%%, uninterrupted %s%%: more than 2 points apart" % (what, acc, ref), out)
+        print("%s: exit %d in %.1f s, final test accuracy %s%%" % (what, rc, secs, acc))
 
     rc, out, secs = run(launcher, trainer, args, kill_rank=1, trainer_elastic=False)
     expect(rc != 0, "without --elastic: exit %d after a lost rank, expected non-zero" % rc, out)

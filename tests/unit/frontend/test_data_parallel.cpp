@@ -237,6 +237,9 @@ TEST(TrainOptionsElastic, ParsedAndLimitedToWhatTheCommitHolds) {
   EXPECT_THROW(TrainOptions::parse({"--elastic", "--mode", "ps"}), coll::Error);
   EXPECT_THROW(TrainOptions::parse({"--elastic", "--precision", "bf16"}), coll::Error);
   EXPECT_NE(TrainOptions::usage().find("--elastic"), std::string::npos);
+  EXPECT_FALSE(e.elasticGrow);
+  EXPECT_TRUE(TrainOptions::parse({"--elastic", "--elastic-grow"}).elasticGrow);
+  EXPECT_THROW(TrainOptions::parse({"--elastic-grow"}), coll::Error) << "needs --elastic";
 }
 
 // inf (or a value that overflows float, 1e40) used to pass and train to NaN with exit 0;

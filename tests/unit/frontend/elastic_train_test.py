@@ -28,7 +28,7 @@ import time
 import uuid
 
 RANKS = 4
-TRAIN = ["--epochs", "2", "--batch-size", "48", "--train-limit", "4800", "--test-limit", "1000",
+TRAIN = ["--epochs", "2", "--batch-size", "48", "--train-limit", "3840", "--test-limit", "1000",
          "--commit-every", "10", "--no-progress", "--seed", "3"]
 LIMIT_S = 50  # per run; the test's meson timeout covers all four
 

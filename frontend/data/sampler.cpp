@@ -1,5 +1,6 @@
 #include "data/sampler.hpp"
 
+#include <algorithm>
 #include <numeric>
 
 #include "base/error.hpp"
@@ -15,7 +16,14 @@ DistributedSampler::DistributedSampler(int64_t datasetSize, int rank, int nranks
   COLL_CHECK_ARG(datasetSize >= 0, "DistributedSampler: dataset size ", datasetSize);
 }
 
-std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
+int64_t DistributedSampler::perRankFrom(int64_t start) const {
+  COLL_CHECK_ARG(start >= 0 && start % nranks_ == 0, "DistributedSampler: start ", start,
+                 " is not a non-negative multiple of ", nranks_, " ranks");
+  return std::max<int64_t>(0, perRank() - start / nranks_);
+}
+
+std::vector<int64_t> DistributedSampler::indices(int64_t epoch, int64_t start) const {
+  const int64_t n = perRankFrom(start);
   std::vector<int64_t> order;
   if (shuffle_) {
     Rng rng = Rng::derive(seed_, static_cast<uint64_t>(epoch));
@@ -24,15 +32,16 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
     order.resize(static_cast<size_t>(size_));
     std::iota(order.begin(), order.end(), 0);
   }
-  std::vector<int64_t> mine(static_cast<size_t>(perRank()));
-  for (int64_t i = 0; i < perRank(); ++i) mine[i] = order[rank_ + i * nranks_];
+  std::vector<int64_t> mine(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) mine[i] = order[start + rank_ + i * nranks_];
   return mine;
 }
 
-int64_t DistributedSampler::steps(int64_t localBatch) const {
+int64_t DistributedSampler::steps(int64_t localBatch, int64_t start) const {
   COLL_CHECK_ARG(localBatch > 0, "DistributedSampler::steps: batch ", localBatch);
-  // Not (perRank() + localBatch - 1) / localBatch: that overflows for a huge batch.
-  return perRank() / localBatch + (perRank() % localBatch != 0);
+  const int64_t n = perRankFrom(start);
+  // Not (n + localBatch - 1) / localBatch: that overflows for a huge batch.
+  return n / localBatch + (n % localBatch != 0);
 }
 
 }  // namespace collective::frontend

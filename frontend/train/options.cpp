@@ -88,7 +88,16 @@ std::string TrainOptions::usage() {
          "  --precision P         fp32 | bf16 | fp16: forward/backward in 16 bits, float32\n"
          "                        master weights, 16-bit gradient all-reduce; fp16 scales the\n"
          "                        loss dynamically (fp32)\n"
-         "  --profile             per-layer time per step after every epoch (rank 0)\n";
+         "  --profile             per-layer time per step after every epoch (rank 0)\n"
+         "  --elastic             survive ranks that die (under collectiverun --elastic): the\n"
+         "                        survivors shrink the job, roll back to the last commit and\n"
+         "                        go on with the data re-sharded; --mode dp, fp32 only; the\n"
+         "                        batch must split over every size down to COLL_ELASTIC_MIN_NP\n"
+         "  --commit-every N      elastic: commit the training state in memory every N steps\n"
+         "                        and at every epoch end (20)\n"
+         "  --elastic-grow        elastic: after a shrink, ask collectiverun for replacement\n"
+         "                        ranks up to its --max-np and grow back (off: go on with\n"
+         "                        the survivors)\n";
 }
 
 TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
@@ -128,6 +137,8 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
       {"--ps-timeout", [&](const std::string& v) { o.psTimeout = toDouble("--ps-timeout", v); }},
       {"--precision", [&](const std::string& v) { o.precision = v; }},
       {"--max-steps", [&](const std::string& v) { o.maxSteps = toInt("--max-steps", v); }},
+      {"--commit-every",
+       [&](const std::string& v) { o.commitEvery = toInt("--commit-every", v); }},
       {"--blas-threads",
        [&](const std::string& v) {
          const int64_t n = toInt("--blas-threads", v);
@@ -141,6 +152,8 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
       {"--no-error-feedback", [&] { o.compression.error_feedback = false; }},
       {"--no-progress", [&] { o.progress = false; }},
       {"--profile", [&] { o.profile = true; }},
+      {"--elastic", [&] { o.elastic = true; }},
+      {"--elastic-grow", [&] { o.elasticGrow = true; }},
       {"--ps-sync", [&] { o.psAsync = false; }},
       {"--ps-async", [&] { o.psAsync = true; }},
   };
@@ -187,6 +200,12 @@ TrainOptions TrainOptions::parse(const std::vector<std::string>& args) {
   COLL_CHECK_ARG(o.precision == "fp32" || o.compression.kind == hvd::Compressor::None,
                  "--precision ", o.precision, " already reduces gradients in 16 bits; it does not "
                  "combine with --compression");
+  COLL_CHECK_ARG(o.commitEvery >= 1, "--commit-every ", o.commitEvery, " must be >= 1");
+  COLL_CHECK_ARG(o.elastic || !o.elasticGrow, "--elastic-grow needs --elastic");
+  COLL_CHECK_ARG(!o.elastic || o.mode == "dp", "--elastic is implemented for --mode dp only");
+  // MixedPrecision's loss scale is not part of the committed state.
+  COLL_CHECK_ARG(!o.elastic || o.precision == "fp32", "--elastic is implemented for "
+                 "--precision fp32 only");
   COLL_CHECK_ARG(o.maxSteps >= 0, "--max-steps ", o.maxSteps, " must be >= 0 (0: all)");
   COLL_CHECK_ARG(o.globalBatch > 0, "--batch-size ", o.globalBatch, " must be positive");
   COLL_CHECK_ARG(o.compression.density > 0 && o.compression.density <= 1, "--topk-density ",

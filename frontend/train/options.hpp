@@ -47,6 +47,10 @@ struct TrainOptions {
   std::string precision = "fp32";  // fp32 | bf16 | fp16 (mixed precision, MixedPrecision)
   bool profile = false;     // per-layer timers, printed by rank 0 after every epoch
   int64_t maxSteps = 0;     // > 0: at most this many steps per epoch (quick runs)
+  // Survive lost ranks (collectiverun --elastic): see frontend/train/elastic.hpp.
+  bool elastic = false;
+  int64_t commitEvery = 20;  // elastic: steps between in-memory commits (and every epoch end)
+  bool elasticGrow = false;  // elastic: after a shrink, grow back to COLL_ELASTIC_MAX_NP
 
   static std::string usage();
   // Throws coll::Error (collInvalidArgument) naming the bad flag.

@@ -1,8 +1,11 @@
 // Data-parallel training of the reference CNN on Fashion-MNIST:
 //   collectiverun -np 2 train_fashion_mnist --epochs 2 --batch-size 64 --lr 0.05
+// Surviving lost ranks (frontend/train/elastic.hpp):
+//   collectiverun -np 4 --elastic --min-np 2 train_fashion_mnist --elastic --batch-size 48
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "blas.hpp"
@@ -11,6 +14,7 @@
 #include "comm.hpp"
 #include "base/error.hpp"
 #include "data/fashion_mnist.hpp"
+#include "train/elastic.hpp"
 #include "train/options.hpp"
 #include "train/pipeline_trainer.hpp"
 #include "train/ps_trainer.hpp"
@@ -39,6 +43,12 @@ int train(const TrainOptions& o) {
     const Dataset test = loadFashionMnist(o.dataDir, false, o.testLimit);
     PipelineTrainer trainer(o, world, train, test, stdout);
     trainer.run();
+    return 0;
+  }
+  if (o.elastic) {
+    const Dataset train = loadFashionMnist(o.dataDir, true, o.trainLimit);
+    const Dataset test = loadFashionMnist(o.dataDir, false, o.testLimit);
+    runElastic(o, std::move(worldOwner), train, test, stdout);
     return 0;
   }
   // Split before the engine starts: afterwards its thread owns traffic on `world`.

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <exception>
 #include <sstream>
+#include <tuple>
 
 #include "checkpoint.hpp"
 #include "comm.hpp"
@@ -115,11 +116,83 @@ int64_t Trainer::restoreOrBroadcast() {
   return epoch;
 }
 
-EpochResult Trainer::trainEpoch(int64_t epoch) {
+std::vector<Tensor*> Trainer::stateTensors() {
+  std::vector<Tensor*> all;
+  for (Param* p : model_->parameters()) all.push_back(&p->value);
+  for (Buffer* b : model_->buffers()) all.push_back(&b->value);
+  for (Buffer* b : sgd_->state()) all.push_back(&b->value);
+  return all;
+}
+
+void Trainer::saveCommit(int64_t epoch, int64_t step) {
+  const std::vector<Tensor*> all = stateTensors();
+  if (commit_->tensors.size() != all.size()) {
+    commit_->tensors.clear();
+    for (Tensor* t : all) commit_->tensors.push_back(t->clone());
+  } else {
+    for (size_t i = 0; i < all.size(); ++i) commit_->tensors[i].copyFrom(*all[i]);
+  }
+  commit_->epoch = epoch;
+  commit_->step = step;
+  commit_->sgdSteps = sgd_->steps();
+  commit_->results = results_;
+  commit_->valid = true;
+}
+
+std::pair<int64_t, int64_t> Trainer::restoreCommit() {
+  if (!commit_->joining) {
+    const std::vector<Tensor*> all = stateTensors();
+    COLL_ENFORCE_EQ(all.size(), commit_->tensors.size(), collInternalError,
+                    "Trainer: the commit does not match the model");
+    for (size_t i = 0; i < all.size(); ++i) all[i]->copyFrom(commit_->tensors[i]);
+    sgd_->setSteps(commit_->sgdSteps);
+  }
+  broadcastParameters(*model_, ctx_, 0);
+  broadcastOptimizerState(*sgd_, ctx_, 0);
+  // Position and finished epochs: rank 0's commit may be a later one than another rank's.
+  constexpr int kFields = 5;
+  int64_t head[3] = {commit_->epoch, commit_->step,
+                     static_cast<int64_t>(commit_->results.size())};
+  hvd::Tensor h{head, collInt64, {3}, hvd::Device::cpu()};
+  ctx_.broadcast_async(h, h, 0, "elastic.position").wait();
+  std::vector<double> packed(static_cast<size_t>(head[2]) * kFields + 1);
+  for (size_t i = 0; i < commit_->results.size() && rank_ == 0; ++i) {
+    const EpochResult& r = commit_->results[i];
+    const double fields[kFields] = {static_cast<double>(r.epoch), r.seconds, r.trainLoss,
+                                    r.testAccuracy, static_cast<double>(r.images)};
+    std::copy(fields, fields + kFields, packed.begin() + static_cast<long>(i * kFields));
+  }
+  hvd::Tensor res{packed.data(), collFloat64, {static_cast<int64_t>(packed.size())},
+                  hvd::Device::cpu()};
+  ctx_.broadcast_async(res, res, 0, "elastic.results").wait();
+  results_.clear();
+  for (int64_t i = 0; i < head[2]; ++i) {
+    const double* f = packed.data() + i * kFields;
+    EpochResult r;
+    r.epoch = static_cast<int64_t>(f[0]);
+    r.seconds = f[1];
+    r.trainLoss = f[2];
+    r.testAccuracy = f[3];
+    r.images = static_cast<int64_t>(f[4]);
+    results_.push_back(r);
+  }
+  saveCommit(head[0], head[1]);  // every rank now holds the same commit
+  commit_->joining = false;
+  if (log_)
+    std::fprintf(log_, "elastic: %d rank(s) resume from the last commit: epoch %lld, step %lld\n",
+                 size_, static_cast<long long>(head[0] + 1), static_cast<long long>(head[1]));
+  if (log_) std::fflush(log_);
+  return {head[0], head[1]};
+}
+
+EpochResult Trainer::trainEpoch(int64_t epoch, int64_t firstStep) {
   model_->setTraining(true);
-  const std::vector<int64_t> order = sampler_.indices(epoch);
+  // Steps of the whole epoch (the learning-rate schedule counts them); an elastic resume
+  // runs the rest from firstStep, whose samples start at position firstStep * batch.
   const int64_t steps = o_.maxSteps > 0 ? std::min(o_.maxSteps, sampler_.steps(localBatch_))
                                         : sampler_.steps(localBatch_);
+  firstStep = std::min(firstStep, steps);
+  const std::vector<int64_t> order = sampler_.indices(epoch, firstStep * o_.globalBatch);
   const int64_t mine = static_cast<int64_t>(order.size());
   std::ostringstream label;
   label << "epoch " << epoch + 1 << "/" << o_.epochs;
@@ -129,8 +202,8 @@ EpochResult Trainer::trainEpoch(int64_t epoch) {
   double lossSum = 0;
   int64_t seen = 0;
   const auto start = std::chrono::steady_clock::now();
-  for (int64_t s = 0; s < steps; ++s) {
-    const int64_t begin = s * localBatch_, n = std::min(localBatch_, mine - begin);
+  for (int64_t s = firstStep; s < steps; ++s) {
+    const int64_t begin = (s - firstStep) * localBatch_, n = std::min(localBatch_, mine - begin);
     {
       ProfileScope t(o_.profile ? &profile_ : nullptr, dataSection_);
       gatherBatch(train_, std::span(order).subspan(begin, n), x, labels);
@@ -152,6 +225,7 @@ EpochResult Trainer::trainEpoch(int64_t epoch) {
     dopt_->step();
     seen += n;
     bar.update(s + 1, seen * size_, lossSum / seen);
+    if (commit_ && (s + 1) % o_.commitEvery == 0 && s + 1 < steps) saveCommit(epoch, s + 1);
   }
   EpochResult r;
   r.epoch = epoch;
@@ -235,14 +309,21 @@ void Trainer::summary(const std::vector<EpochResult>& results) const {
 }
 
 std::vector<EpochResult> Trainer::run() {
-  const int64_t first = restoreOrBroadcast();
+  int64_t first = 0, firstStep = 0;
+  if (commit_ && (commit_->valid || commit_->joining)) {
+    std::tie(first, firstStep) = restoreCommit();
+  } else {
+    first = restoreOrBroadcast();
+    results_.clear();
+    if (commit_) saveCommit(first, 0);
+  }
   if (log_)
     std::fprintf(log_, "gradient sync: %s (%d rank(s) on this host, %d CPU(s) per rank)\n",
                  dopt_->reducesAtStep() ? "one all-reduce per step" : "overlapped with backward",
                  ctx_.local_size(), cpus_);
-  std::vector<EpochResult> results;
+  if (log_) std::fflush(log_);  // training starts now: tell whoever watches a pipe
   for (int64_t epoch = first; epoch < o_.epochs; ++epoch) {
-    EpochResult r = trainEpoch(epoch);
+    EpochResult r = trainEpoch(epoch, epoch == first ? firstStep : 0);
     r.testAccuracy = evaluate();
     report(r);
     if (!o_.savePath.empty()) {
@@ -250,10 +331,11 @@ std::vector<EpochResult> Trainer::run() {
         saveCheckpoint(o_.savePath, *model_, *sgd_, {epoch + 1, sgd_->steps()});
       });
     }
-    results.push_back(r);
+    results_.push_back(r);
+    if (commit_) saveCommit(epoch + 1, 0);
   }
-  summary(results);
-  return results;
+  summary(results_);
+  return results_;
 }
 
 }  // namespace collective::frontend

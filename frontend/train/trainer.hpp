@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collective.h"
@@ -29,6 +30,20 @@ struct EpochResult {
   int64_t images = 0;       // trained by all ranks together
 };
 
+// Elastic mode (--elastic): the training state that the survivors of a lost rank roll
+// back to, kept in memory by every rank. Survivors may hold commits of different steps
+// (a rank can finish an all-reduce that another saw fail); on restore, new rank 0's wins.
+struct ElasticCommit {
+  bool valid = false;
+  // A rank that joined a grown job: it has no state of its own and takes rank 0's.
+  bool joining = false;
+  int64_t epoch = 0;  // training resumes at step `step` of epoch `epoch`
+  int64_t step = 0;
+  int64_t sgdSteps = 0;
+  std::vector<Tensor> tensors;       // parameters, buffers, optimizer state
+  std::vector<EpochResult> results;  // epochs finished
+};
+
 class Trainer {
  public:
   // ctx: the engine over this rank's communicator; aux: another communicator over the
@@ -39,7 +54,12 @@ class Trainer {
   ~Trainer();
 
   // Broadcasts (or loads) the initial state, trains the remaining epochs, returns them.
+  // With a commit (setCommit) that holds a state, every rank restores its own and then
+  // takes rank 0's (parameters, optimizer state, position, finished epochs) instead.
   std::vector<EpochResult> run();
+  // Elastic mode: commits every options.commitEvery steps and at every epoch end into
+  // *commit, which must outlive the run.
+  void setCommit(ElasticCommit* commit) { commit_ = commit; }
   // Test accuracy of the current model over all ranks.
   double evaluate();
 
@@ -51,7 +71,11 @@ class Trainer {
 
  private:
   int64_t restoreOrBroadcast();
-  EpochResult trainEpoch(int64_t epoch);
+  // The commit's state into the model, then rank 0's to everyone; returns the position.
+  std::pair<int64_t, int64_t> restoreCommit();
+  void saveCommit(int64_t epoch, int64_t step);
+  std::vector<Tensor*> stateTensors();
+  EpochResult trainEpoch(int64_t epoch, int64_t firstStep);
   void report(const EpochResult& r) const;
   void summary(const std::vector<EpochResult>& results) const;
 
@@ -72,6 +96,8 @@ class Trainer {
   std::unique_ptr<MixedPrecision> mp_;
   Profile profile_;
   size_t dataSection_ = 0, lossSection_ = 0;
+  ElasticCommit* commit_ = nullptr;
+  std::vector<EpochResult> results_;
 };
 
 }  // namespace collective::frontend

@@ -227,6 +227,21 @@ TEST(TrainOptionsGradSync, ParsedCheckedAndChosenByCores) {
   EXPECT_TRUE(TrainOptions::parse({"--grad-sync", "step"}).gradSyncAtStep(1, 64));
 }
 
+TEST(TrainOptionsElastic, ParsedAndLimitedToWhatTheCommitHolds) {
+  EXPECT_FALSE(TrainOptions::parse({}).elastic);
+  const TrainOptions e = TrainOptions::parse({"--elastic", "--commit-every", "5"});
+  EXPECT_TRUE(e.elastic);
+  EXPECT_EQ(e.commitEvery, 5);
+  EXPECT_EQ(TrainOptions::parse({"--elastic"}).commitEvery, 20);
+  EXPECT_THROW(TrainOptions::parse({"--elastic", "--commit-every", "0"}), coll::Error);
+  EXPECT_THROW(TrainOptions::parse({"--elastic", "--mode", "ps"}), coll::Error);
+  EXPECT_THROW(TrainOptions::parse({"--elastic", "--precision", "bf16"}), coll::Error);
+  EXPECT_NE(TrainOptions::usage().find("--elastic"), std::string::npos);
+  EXPECT_FALSE(e.elasticGrow);
+  EXPECT_TRUE(TrainOptions::parse({"--elastic", "--elastic-grow"}).elasticGrow);
+  EXPECT_THROW(TrainOptions::parse({"--elastic-grow"}), coll::Error) << "needs --elastic";
+}
+
 // inf (or a value that overflows float, 1e40) used to pass and train to NaN with exit 0;
 // NaN and negatives were caught only by Sgd, after the job had started.
 TEST(TrainOptionsSgd, LearningRateMomentumAndDecayMustBeFiniteAndNonNegative) {

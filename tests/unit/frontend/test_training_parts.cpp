@@ -97,6 +97,31 @@ TEST(DistributedSampler, SharedSeedPerEpochAndInterleavedShards) {
   }
 }
 
+// An elastic resume after step s of global batch 12 on 4 ranks, on 3 ranks: the rest of
+// the epoch is the same samples, in the same global steps, as the uninterrupted run's.
+TEST(DistributedSampler, StartResumesTheEpochOnAnotherNumberOfRanks) {
+  const int64_t n = 100, batch = 12, done = 3;
+  const auto all = DistributedSampler(n, 0, 1, 9).indices(4);
+  std::vector<DistributedSampler> three;
+  for (int r = 0; r < 3; ++r) three.emplace_back(n, r, 3, 9);
+  const int64_t start = done * batch, local = batch / 3;
+  EXPECT_EQ(three[0].perRankFrom(start), n / 3 - start / 3);
+  EXPECT_EQ(three[0].steps(local, start), three[0].steps(local) - done);
+  for (int64_t s = 0; s < three[0].steps(local, start) - 1; ++s) {
+    std::set<int64_t> want(all.begin() + start + s * batch, all.begin() + start + (s + 1) * batch),
+        got;
+    for (const auto& r : three) {
+      const auto mine = r.indices(4, start);
+      got.insert(mine.begin() + s * local, mine.begin() + (s + 1) * local);
+    }
+    EXPECT_EQ(got, want) << "step " << s;
+  }
+  EXPECT_EQ(three[1].indices(4, 0), three[1].indices(4));
+  EXPECT_TRUE(three[2].indices(4, 300).empty()) << "past the end: nothing left";
+  EXPECT_THROW(three[0].indices(4, 13), coll::Error) << "not a multiple of the ranks";
+  EXPECT_THROW(three[0].steps(local, -3), coll::Error);
+}
+
 class TempDir : public ::testing::Test {
  protected:
   void SetUp() override {

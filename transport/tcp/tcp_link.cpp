@@ -28,6 +28,7 @@ TcpLink::TcpLink(int peerRank, std::vector<Socket> socks, size_t chunk)
   const int S = streams();
   sendCur_.resize(S);
   recvCur_.resize(S);
+  stalled_.assign(static_cast<size_t>(S), 0);
   for (int s = 0; s < S; ++s) {
     sendCur_[s].piece = firstPieceOn(0, s, S);
     recvCur_[s].piece = firstPieceOn(0, s, S);
@@ -136,7 +137,12 @@ void TcpLink::consume(Queue& q, Cursor& c, int s, size_t n, bool recv) {
     n -= take;
     if (c.off > hdrLen) m->x->done += c.off - before;
     if (recv && hdrLen && !m->agreed && c.off >= hdrLen) {
-      checkHeader(*m, c.seq);
+      try {
+        checkHeader(*m, c.seq);
+      } catch (const Error&) {
+        failHeader(c.seq, s);
+        return;  // held: stream s is stalled from here on
+      }
       m->agreed = true;
     }
     if (c.off < len) break;
@@ -144,6 +150,17 @@ void TcpLink::consume(Queue& q, Cursor& c, int s, size_t n, bool recv) {
     c.off = 0;
     if (--m->left == 0) m->x->complete = true;
   }
+}
+
+void TcpLink::failHeader(uint64_t seq, int s) {
+  bool earlierOpen = false;
+  for (uint64_t k = recvQ_.base; k < seq && k < recvQ_.end(); ++k) earlierOpen |= recvQ_.msgs[k - recvQ_.base].left > 0;
+  if (!earlierOpen) throw;  // the check's exception, being handled by the caller
+  if (!heldError_ || seq < heldSeq_) {
+    heldError_ = std::current_exception();
+    heldSeq_ = seq;
+  }
+  stalled_[static_cast<size_t>(s)] = 1;
 }
 
 void TcpLink::popComplete(Queue& q) {
@@ -182,6 +199,7 @@ bool TcpLink::sendOn(int s) {
 
 bool TcpLink::recvOn(int s) {
   bool moved = false;
+  if (stalled_[static_cast<size_t>(s)]) return false;
   for (;;) {
     size_t want = gather(recvQ_, recvCur_[s], s, true);
     if (want == 0) break;
@@ -212,6 +230,7 @@ bool TcpLink::progress() {
     for (int s = 0; s < S; ++s) moved |= recvOn(s);
     popComplete(recvQ_);
   }
+  if (heldError_ && recvQ_.base >= heldSeq_) std::rethrow_exception(heldError_);
   return moved;
 }
 
@@ -235,7 +254,8 @@ bool TcpLink::appendPollFds(std::vector<pollfd>* fds) {
     short ev = 0;
     if (current(sendQ_, sendCur_[s], s)) ev |= POLLOUT;
     Cursor& c = recvCur_[s];
-    if (Msg* m = current(recvQ_, c, s); m && (c.piece == 0 || m->agreed)) ev |= POLLIN;
+    if (Msg* m = current(recvQ_, c, s); m && (c.piece == 0 || m->agreed) && !stalled_[static_cast<size_t>(s)])
+      ev |= POLLIN;
     // With no events poll still reports POLLERR/POLLHUP, so a dead peer wakes the waiter.
     fds->push_back(pollfd{socks_[s].fd(), ev, 0});
   }

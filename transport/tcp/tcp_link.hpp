@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 
 #include <deque>
+#include <exception>
 #include <vector>
 
 #include "base/socket.hpp"
@@ -67,6 +68,15 @@ class TcpLink : public Link {
   std::vector<Socket> socks_;
   Queue sendQ_, recvQ_;
   std::vector<Cursor> sendCur_, recvCur_;
+  // A header that failed its check while an earlier message was still arriving on other
+  // streams: that message is delivered first (it was sent before), then this is thrown.
+  // The stream that carried the bad header is read no further: its layout is unknown.
+  std::exception_ptr heldError_;
+  uint64_t heldSeq_ = 0;
+  std::vector<char> stalled_;
+  // Throws the header check's error now, or holds it (see heldError_) while messages
+  // before `seq` are incomplete.
+  void failHeader(uint64_t seq, int s);
   std::vector<iovec> iov_;      // scratch for one syscall
   std::vector<pollfd> pfds_;
 };

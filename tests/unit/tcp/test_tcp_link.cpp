@@ -1,10 +1,14 @@
 // Data path of TCP links between ranks-as-threads: content, ordering, striping, errors.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 
 #include "tcp_harness.hpp"
 #include "transport/tcp/tcp_link.hpp"
+#include "transport/tcp/tcp_wire.hpp"
 
 namespace coll::tcptest {
 namespace {
@@ -178,6 +182,46 @@ TEST(TcpErrors, SizeMismatchIsRemoteErrorWithBothSizes) {
       bs.barrier();
     });
   }
+}
+
+// The same, with the order of arrival forced: message 1's bad header arrives on its
+// stream before message 0 (sent first, on another stream) has. Message 0 is delivered,
+// then the mismatch is reported; the link does not fail while message 0 is on its way.
+TEST(TcpErrors, SizeMismatchWaitsForEarlierMessagesOnOtherStreams) {
+  int sv[3][2];
+  std::vector<Socket> mine;
+  for (auto& p : sv) {
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, p), 0);
+    mine.emplace_back(p[0]);
+  }
+  tcp::TcpLink link(1, std::move(mine), 4096);
+  std::vector<uint8_t> a(10, 0), b(9000, 0), c(20, 0);
+  Xfer x0{a.data(), a.size()}, x1{b.data(), b.size()}, x2{c.data(), c.size()};
+  link.postRecv(&x0);
+  link.postRecv(&x1);
+  link.postRecv(&x2);
+  auto put = [&](int stream, const void* p, size_t n) { ASSERT_EQ(write(sv[stream][1], p, n), ssize_t(n)); };
+  tcp::WireHeader h1{tcp::kWireMagic, 1, 5000, 0};  // message 1 (stream 1 of 3): 5000 bytes, not 9000
+  put(1, &h1, sizeof h1);
+  for (int i = 0; i < 20; ++i) EXPECT_NO_THROW(link.progress()) << "failed before message 0 arrived";
+  EXPECT_FALSE(x0.complete);
+  tcp::WireHeader h0{tcp::kWireMagic, 0, 10, 0};
+  std::vector<uint8_t> payload(10, 7);
+  put(0, &h0, sizeof h0);
+  put(0, payload.data(), payload.size());
+  std::string what;
+  for (int i = 0; i < 100 && what.empty(); ++i) {
+    try {
+      link.progress();
+    } catch (const Error& e) {
+      what = e.what();
+      EXPECT_EQ(e.code(), collRemoteError);
+    }
+  }
+  EXPECT_TRUE(x0.complete);
+  EXPECT_EQ(a, payload);
+  EXPECT_NE(what.find("size mismatch on message 1"), std::string::npos) << what;
+  for (auto& p : sv) close(p[1]);
 }
 
 TEST(TcpErrors, PeerClosingMidTransferIsRemoteError) {

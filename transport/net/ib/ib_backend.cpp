@@ -1,6 +1,12 @@
 // The built-in InfiniBand verbs backend of the `net` transport (plugins/net/coll_net.h).
 //
-// Protocol, per one-way connection (COLL_IB_QPS RC queue pairs on each side, on one CQ):
+// Protocol, per one-way connection (COLL_IB_QPS RC queue pairs per port on each side, on
+// COLL_IB_PORTS ports: QP i on port i % ports, a CQ per device; QP 0 on the rank's port):
+//  - Several ports: the handle and reply follow their ConnInfo with a ConnPorts (each
+//    QP's port, each port's LID/GID/MTU; ib_wire.hpp), zero for one port. The handle's QP
+//    count holds; a sender with fewer ports puts them round-robin on its own. Zero-copy
+//    buffers are registered on every device of the connection, and a receiver on
+//    several ports sends a key per port in its region (CtsPorts).
 //  - Both sides own COLL_IB_SLOTS registered bounce slots of COLL_IB_CHUNK bytes. The
 //    receiver posts a RECV on each of its slots on QP 0 already in listen(); the handle
 //    carries its QP numbers, PSNs, LID/GID, MTU, slot shape, the zero-copy cut-over and

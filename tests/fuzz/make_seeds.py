@@ -115,6 +115,19 @@ put("ib_wire", "valid-handle", b"\x01" + conn_info(1))
 put("ib_wire", "valid-reply", b"\x00" + conn_info(2, nqps=4))
 
 
+# A side on two ports (COLL_IB_PORTS=2): the ConnPorts after the ConnInfo.
+def conn_ports(qp_ports):
+    b = u32(0x50424943) + struct.pack("<HH", 1, 172) + u32(max(qp_ports) + 1)
+    b += bytes(qp_ports).ljust(16, b"\0")
+    port = struct.pack("<HBB", 2, 3, 1) + bytes(16) + b"mlx5_1:1".ljust(28, b"\0")
+    b += port + bytes(96)
+    assert len(b) == 172
+    return b
+
+
+put("ib_wire", "valid-handle-two-ports", b"\x01" + conn_info(1, nqps=4) + conn_ports([0, 1, 0, 1]))
+
+
 # --- ucx handle: byte 0 bit 0 = handle (else reply); then a WireBlob (plugins/net_ucx/ucx_wire.hpp)
 def fnv1a(data, h=1469598103934665603):
     for c in data:

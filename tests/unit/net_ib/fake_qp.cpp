@@ -50,6 +50,12 @@ ibv_qp* createQp(ibv_pd* pd, ibv_qp_init_attr* a) {
     errno = EINVAL;
     return nullptr;
   }
+  // A QP and its CQs belong to one device context, as on real hardware.
+  if (s->cqs[a->send_cq]->ctx != pit->second->ctx || s->cqs[a->recv_cq]->ctx != pit->second->ctx) {
+    s->misuse.push_back("create_qp with a CQ of another device");
+    errno = EINVAL;
+    return nullptr;
+  }
   auto q = std::make_unique<QpObj>();
   q->pd = pit->second.get();
   q->scq = s->cqs[a->send_cq].get();
@@ -260,11 +266,17 @@ void FabricState::toError(QpObj* q) {
   q->rq.clear();
 }
 
+void FabricState::countFrom(const QpObj* src, size_t bytes) {
+  portBytes[{ctxs.at(src->qp.context)->dev->spec.name, src->port}] += bytes;
+}
+
 bool FabricState::peerOk(const QpObj* src, const QpObj* dst) const {
   bool ok = dst && (dst->qp.state == IBV_QPS_RTR || dst->qp.state == IBV_QPS_RTS) &&
             dst->attr.dest_qp_num == src->qp.qp_num && dst->attr.rq_psn == src->attr.sq_psn;
   if (!ok) return false;
   const FakePort* dp = portOf(dst);
+  // A link that is down carries nothing either way.
+  if (portOf(src)->state != IBV_PORT_ACTIVE || dp->state != IBV_PORT_ACTIVE) return false;
   const auto& ah = src->attr.ah_attr;
   if (dp->linkLayer == IBV_LINK_LAYER_ETHERNET)
     return ah.is_global && memcmp(ah.grh.dgid.raw, dp->gids[dst->attr.ah_attr.grh.sgid_index].gid.raw, 16) == 0;
@@ -330,6 +342,7 @@ void FabricState::deliver(SendWr& w) {
       push(dst->rcq, wc);
       traffic.sends++;
       traffic.sendBytes += data.size();
+      countFrom(src, data.size());
     }
   }
   if (st != IBV_WC_SUCCESS) {
@@ -375,6 +388,7 @@ void FabricState::deliverWrite(SendWr& w, QpObj* src, std::vector<uint8_t>& data
   if (m) writeThrough(m, addr, data.data(), data.size());
   traffic.writes++;
   traffic.writeBytes += data.size();
+  countFrom(src, data.size());
   if (imm) {
     traffic.writesWithImm++;
     RecvWr r = std::move(dst->rq.front());

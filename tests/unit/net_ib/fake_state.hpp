@@ -91,6 +91,8 @@ struct FabricState {
   int64_t shiftNext = 0;
   int regs = 0;
   FakeFabric::Traffic traffic;
+  std::map<std::pair<std::string, int>, uint64_t> portBytes;  // (device, port) -> bytes sent from it
+  void countFrom(const QpObj* src, size_t bytes);
   VerbsOps ops{};
 
   // Helpers, called with mu held (fake_qp.cpp).

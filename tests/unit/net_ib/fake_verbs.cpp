@@ -293,6 +293,19 @@ void FakeFabric::failNextSend(ibv_wc_status status) {
   st_->failNext = status;
 }
 
+void FakeFabric::setPortState(const std::string& dev, int port, ibv_port_state state) {
+  std::lock_guard<std::mutex> lock(st_->mu);
+  for (auto& d : st_->devs)
+    if (d->spec.name == dev && port >= 1 && size_t(port) <= d->spec.ports.size())
+      d->spec.ports[size_t(port - 1)].state = state;
+}
+
+uint64_t FakeFabric::portBytes(const std::string& dev, int port) const {
+  std::lock_guard<std::mutex> lock(st_->mu);
+  auto it = st_->portBytes.find({dev, port});
+  return it == st_->portBytes.end() ? 0 : it->second;
+}
+
 void FakeFabric::breakQp(uint32_t qpn) {
   std::lock_guard<std::mutex> lock(st_->mu);
   auto it = st_->byQpn.find(qpn);

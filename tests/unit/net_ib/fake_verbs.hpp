@@ -82,6 +82,10 @@ class FakeFabric {
   // The next SEND to be delivered completes with `status` instead (and, as on a NIC,
   // its QP goes to ERROR and flushes the rest).
   void failNextSend(ibv_wc_status status);
+  // A port's link goes to `state` (IBV_PORT_DOWN: a cable pulled, a NIC failed): from
+  // then on nothing reaches the port or leaves it, so SENDs and writes over it complete
+  // with IBV_WC_RETRY_EXC_ERR once retries run out, as on a real fabric.
+  void setPortState(const std::string& dev, int port, ibv_port_state state);
   // Moves a QP to ERROR: every posted work request completes with IBV_WC_WR_FLUSH_ERR.
   void breakQp(uint32_t qpn);
   // QP numbers alive, in creation order.
@@ -96,6 +100,9 @@ class FakeFabric {
     uint64_t sends = 0, sendBytes = 0, writes = 0, writeBytes = 0, writesWithImm = 0;
   };
   Traffic traffic() const;
+  // Payload bytes that left port `port` (from 1) of device `dev`: SENDs and RDMA writes
+  // delivered from QPs on it.
+  uint64_t portBytes(const std::string& dev, int port) const;
   int registrations() const;  // reg_mr calls that succeeded
   size_t pinned() const;      // bytes registered other than on demand
   // Misuses seen (destroying a PD with MRs on it, polling an unknown CQ, ...).

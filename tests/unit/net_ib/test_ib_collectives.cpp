@@ -5,9 +5,10 @@
 // sequences of collectives-sequences run here too, and a rank that sends and destroys
 // its communicator at once must still deliver.
 //
-// meson runs this program three times: as the environment comes (zero-copy from the
-// default cut-over, one QP), with COLL_IB_ZCOPY=0 (every byte through the slots) and
-// with COLL_IB_QPS=4, where the fabric also delivers in a random order across QPs. The
+// meson runs this program four times: as the environment comes (zero-copy from the
+// default cut-over, one QP), with COLL_IB_ZCOPY=0 (every byte through the slots), with
+// COLL_IB_QPS=4, where the fabric also delivers in a random order across QPs, and with
+// COLL_IB_PORTS=2, where every connection uses both fake devices (shuffled too). The
 // backend reads them once per process.
 #include <gtest/gtest.h>
 
@@ -46,11 +47,17 @@ fake::FakeFabric& fabric() {
   static auto* f = [] {
     auto* fab = new fake::FakeFabric({fake::ibDevice("mlx5_0"), fake::ibDevice("mlx5_1")});
     const char* qps = getenv("COLL_IB_QPS");
-    if (qps && atoi(qps) > 1) fab->setShuffle(5);
+    const char* ports = getenv("COLL_IB_PORTS");
+    if ((qps && atoi(qps) > 1) || (ports && atoi(ports) > 1)) fab->setShuffle(5);
     coll::net::ib::setVerbsOpsForTesting(fab->ops());
     return fab;
   }();
   return *f;
+}
+
+int ports() {
+  const char* p = getenv("COLL_IB_PORTS");
+  return p ? atoi(p) : 1;
 }
 
 bool zeroCopy() {
@@ -69,10 +76,12 @@ void* backendContext() {
 struct Snapshot {
   coll::net::ib::ByteCounts sent, received;
   fake::FakeFabric::Traffic nic;
+  uint64_t port0, port1;  // bytes that left mlx5_0:1 and mlx5_1:1
 };
 Snapshot snapshot() {
   void* ctx = backendContext();
-  return {coll::net::ib::contextSent(ctx), coll::net::ib::contextReceived(ctx), fabric().traffic()};
+  return {coll::net::ib::contextSent(ctx), coll::net::ib::contextReceived(ctx), fabric().traffic(),
+          fabric().portBytes("mlx5_0", 1), fabric().portBytes("mlx5_1", 1)};
 }
 
 class IbCollectives : public ::testing::TestWithParam<int> {
@@ -153,6 +162,12 @@ TEST_F(IbCollectives, LargeAllReduceCopiesNothingWithZeroCopy) {
     EXPECT_EQ(written, payload);
     // A header per message, a region back, credit returns: no payload.
     EXPECT_LE(slotBytes, 96 * msgs) << slotBytes << " bytes through the slots for " << msgs << " messages";
+    if (ports() > 1) {  // every connection's stripes over both devices
+      const uint64_t p0 = after.port0 - before.port0, p1 = after.port1 - before.port1;
+      EXPECT_GE(p0 + p1, written);
+      EXPECT_GE(p0, (p0 + p1) * 3 / 10) << "mlx5_0:1 carried " << p0 << " of " << p0 + p1;
+      EXPECT_GE(p1, (p0 + p1) * 3 / 10) << "mlx5_1:1 carried " << p1 << " of " << p0 + p1;
+    }
   } else {
     EXPECT_EQ(copied, 2 * payload) << "a copy in on the sender and one out on the receiver";
     EXPECT_EQ(written, 0u);
@@ -179,6 +194,39 @@ TEST(IbCollectivesFailure, AFailedCompletionEndsTheCallOnEveryRank) {
   for (int r = 0; r < 3; ++r) {
     EXPECT_NE(rc[r], collSuccess) << "rank " << r;
     if (text[r].find("retry counter exceeded") != std::string::npos) named = true;
+  }
+  EXPECT_TRUE(named) << text[0] << " | " << text[1] << " | " << text[2];
+}
+
+// With COLL_IB_PORTS=2 one of the two ports every connection uses goes down between two
+// calls on the same communicators: the second fails on every rank, naming the cause, instead of hanging.
+TEST(IbCollectivesFailure, APortThatGoesDownEndsTheCallOnEveryRank) {
+  if (ports() < 2) GTEST_SKIP() << "needs COLL_IB_PORTS=2";
+  fabric();
+  Job job(3, overIb("60"));
+  ASSERT_TRUE(job.ok());
+  std::vector<collResult_t> rc(3);
+  std::vector<std::string> text(3);
+  auto t0 = std::chrono::steady_clock::now();
+  job.run([&](int, collComm_t c) {
+    std::vector<float> v(1 << 20, 1.0f);
+    ASSERT_EQ(collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, c, nullptr), collSuccess)
+        << collGetLastError(c);
+  });
+  fabric().setPortState("mlx5_1", 1, IBV_PORT_DOWN);
+  job.run([&](int r, collComm_t c) {
+    std::vector<float> v(1 << 20, 1.0f);
+    rc[r] = collAllReduce(v.data(), v.data(), v.size(), collFloat32, collSum, c, nullptr);
+    text[r] = collGetLastError(c);
+  });
+  fabric().setPortState("mlx5_1", 1, IBV_PORT_ACTIVE);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 30) << "the ranks waited for the timeout";
+  bool named = false;
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NE(rc[r], collSuccess) << "rank " << r;
+    if (text[r].find("mlx5_1:1") != std::string::npos && text[r].find("retry counter exceeded") != std::string::npos)
+      named = true;
   }
   EXPECT_TRUE(named) << text[0] << " | " << text[1] << " | " << text[2];
 }

@@ -26,13 +26,19 @@ struct Link {
     shape.recv0 = shape.recvN = 64;
     shape.remoteWrite = remoteWrite;
     Tunables tun;
-    a = std::make_unique<QpSet>(ports[0], tun, shape);
-    b = std::make_unique<QpSet>(ports[1], tun, shape);
+    a = std::make_unique<QpSet>(std::vector<Port>{ports[0]}, tun, shape);
+    b = std::make_unique<QpSet>(std::vector<Port>{ports[1]}, tun, shape);
     ConnInfo ia, ib;
-    a->describe(&ia, kConnHandle);
-    b->describe(&ib, kConnReply);
-    a->connectTo(ib);
-    b->connectTo(ia);
+    ConnPorts xa, xb;
+    a->describe(&ia, &xa, kConnHandle);
+    b->describe(&ib, &xb, kConnReply);
+    PeerPorts one;
+    one.ports[0].lid = ib.lid;
+    one.ports[0].mtu = ib.mtu;
+    one.ports[0].linkLayer = ib.linkLayer;
+    a->connectTo(ib, one);
+    one.ports[0].lid = ia.lid;
+    b->connectTo(ia, one);
   }
   ibv_mr* reg(int side, void* p, size_t n, int access) {
     return ops().reg_mr(ports[size_t(side)].dev->pd, p, n, access);

@@ -1,6 +1,12 @@
 // The built-in InfiniBand verbs backend of the `net` transport (plugins/net/coll_net.h).
 //
-// Protocol, per one-way connection (COLL_IB_QPS RC queue pairs on each side, on one CQ):
+// Protocol, per one-way connection (COLL_IB_QPS RC queue pairs per port on each side, on
+// COLL_IB_PORTS ports: QP i on port i % ports, a CQ per device; QP 0 on the rank's port):
+//  - Several ports: the handle and reply follow their ConnInfo with a ConnPorts (each
+//    QP's port, each port's LID/GID/MTU; ib_wire.hpp), zero for one port. The handle's QP
+//    count holds; a sender with fewer ports puts them round-robin on its own. Zero-copy
+//    buffers are registered on every device of the connection, and a receiver on
+//    several ports sends a key per port in its region (CtsPorts).
 //  - Both sides own COLL_IB_SLOTS registered bounce slots of COLL_IB_CHUNK bytes. The
 //    receiver posts a RECV on each of its slots on QP 0 already in listen(); the handle
 //    carries its QP numbers, PSNs, LID/GID, MTU, slot shape, the zero-copy cut-over and
@@ -32,6 +38,7 @@
 //    them), so closing right after is safe; a receive when its last piece has been copied
 //    out, or its last write has landed.
 //  - Every failed completion fails the endpoint; its requests then fail in test().
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -48,6 +55,7 @@ COLL_PARAM(kIbGidIndex, "COLL_IB_GID_INDEX", "-1", "RoCE: GID index to send from
 COLL_PARAM(kIbChunk, "COLL_IB_CHUNK", "128K", "InfiniBand: bytes per bounce slot (one SEND each)");
 COLL_PARAM(kIbSlots, "COLL_IB_SLOTS", "16", "InfiniBand: bounce slots per connection (the sender's credits)");
 COLL_PARAM(kIbQps, "COLL_IB_QPS", "1", "InfiniBand: queue pairs per connection; zero-copy messages are striped over them");
+COLL_PARAM(kIbPorts, "COLL_IB_PORTS", "1", "InfiniBand: ports each connection spreads its queue pairs (COLL_IB_QPS on each) and zero-copy stripes over: the rank's own first, then the closest others COLL_IB_HCA allows");
 COLL_PARAM(kIbZcopy, "COLL_IB_ZCOPY", "1", "InfiniBand: 1: large messages move by RDMA write straight between the user's buffers; 0: every byte through the bounce slots");
 // The measured cross-over of the eager and zero-copy paths: perf/net/ib_model (doc/benchmarks.md).
 COLL_PARAM(kIbZcopyMin, "COLL_IB_ZCOPY_MIN", "32K", "InfiniBand: messages of this size or more move zero-copy");
@@ -119,6 +127,9 @@ Tunables readTunables(const Config& c) {
   COLL_CHECK_ARG(uint64_t(t.chunk) * t.slots <= kMaxBufferBytes, kIbChunk, " x ", kIbSlots,
                  " = ", uint64_t(t.chunk) * t.slots, " bytes per connection is over 1 GiB");
   t.qps = uint32_t(intIn(c, kIbQps, 1, kMaxQps));
+  t.ports = uint32_t(intIn(c, kIbPorts, 1, kMaxPorts));
+  COLL_CHECK_ARG(t.ports * t.qps <= kMaxQps, kIbPorts, "=", t.ports, " x ", kIbQps, "=", t.qps, " = ",
+                 t.ports * t.qps, " queue pairs per connection is over ", kMaxQps);
   t.zcopy = intIn(c, kIbZcopy, 0, 1) == 1;
   t.zcopyMin = c.getSize(kIbZcopyMin);
   COLL_CHECK_ARG(t.zcopyMin >= 1, kIbZcopyMin, "=", c.getStr(kIbZcopyMin), " must be at least 1 byte");
@@ -141,6 +152,19 @@ const Port& portOf(Context* c, int dev) {
   return c->ports[size_t(dev)];
 }
 
+// The ports a connection on device `dev` uses: `dev` first, then the closest others,
+// `n` in all (ib_devices.hpp: portsNear).
+std::vector<Port> portsFor(Context* c, int dev, uint32_t n) {
+  const Port& first = portOf(c, dev);
+  std::vector<size_t> near = portsNear(c->ports, size_t(dev), n);
+  COLL_CHECK_ARG(near.size() == n, "InfiniBand ", first.name, ": ", kIbPorts, "=", c->tun.ports, " needs ", n,
+                 " ports of its link layer (", first.roce() ? "Ethernet" : "InfiniBand", "), ", near.size(),
+                 " usable here");
+  std::vector<Port> out;
+  for (size_t i : near) out.push_back(c->ports[i]);
+  return out;
+}
+
 // The device's registration cache; returns the line that says how it keeps entries true.
 std::string setUpMemory(Device& d, const Tunables& t) {
   MemoryOptions opt;
@@ -154,7 +178,8 @@ std::string setUpMemory(Device& d, const Tunables& t) {
   if (!t.zcopy)
     return strCat("InfiniBand ", d.name, ": zero-copy off (COLL_IB_ZCOPY=0): every byte through the bounce slots", gpu);
   return strCat("InfiniBand ", d.name, ": zero-copy from ", t.zcopyMin, " bytes over ", t.qps,
-                " queue pair(s) per connection; registration cache: ", why, gpu);
+                " queue pair(s) per connection", t.ports > 1 ? strCat(" on each of ", t.ports, " ports") : "",
+                "; registration cache: ", why, gpu);
 }
 
 int initWith(const Config& cfg, const collNetInit_t* in, void** context) {
@@ -165,6 +190,9 @@ int initWith(const Config& cfg, const collNetInit_t* in, void** context) {
     c->ops = &currentVerbsOps();
     c->tun = readTunables(cfg);
     c->ports = discoverPorts(*c->ops, {c->tun.hca, c->tun.gidIndex});
+    COLL_CHECK_ARG(c->tun.ports <= c->ports.size(), "InfiniBand: ", kIbPorts, "=", c->tun.ports,
+                   " asks for more ports per connection than the ", c->ports.size(), " usable here",
+                   c->tun.hca.empty() ? "" : strCat(" (", kIbHca, "=", c->tun.hca, ")"));
     auto say = [&](const std::string& line) {
       if (in && in->log) in->log(collNetLogInfo, line.c_str());
       else COLL_INFO("%s", line.c_str());
@@ -207,11 +235,10 @@ int ibGetProperties(void* context, int dev, collNetProperties_t* props) {
 int ibListen(void* context, int dev, void* handle, void** listenComm) {
   return guarded([&] {
     Context* c = ctxOf(context);
-    const Port& p = portOf(c, dev);
     COLL_CHECK_ARG(handle && listenComm, "InfiniBand listen: handle or listenComm is NULL");
     const Tunables& t = c->tun;
     QpShape shape;
-    shape.nqps = t.qps;
+    shape.nqps = t.qps * t.ports;
     shape.chunk = t.chunk;
     shape.slots = t.slots;
     shape.ctrl = kCtsDepth;  // regions go out from these
@@ -219,16 +246,18 @@ int ibListen(void* context, int dev, void* handle, void** listenComm) {
     shape.recv0 = t.slots;
     shape.recvN = kCtsDepth;  // a write with immediate per region in flight
     shape.remoteWrite = t.zcopy;
-    auto qp = std::make_unique<QpSet>(p, t, shape);
+    auto qp = std::make_unique<QpSet>(portsFor(c, dev, t.ports), t, shape);
     qp->token = randomU64();
     ConnInfo info;
-    qp->describe(&info, kConnHandle);
+    ConnPorts where;
+    qp->describe(&info, &where, kConnHandle);
     // A zero-copy message takes two credits at once (ib_send.cpp): one slot cannot.
     info.zcopyMin = t.zcopy && t.slots >= 2 ? t.zcopyMin : 0;
     auto l = std::make_unique<ListenComm>();
     l->recv = std::make_unique<RecvComm>(std::move(qp), c->totals, info.zcopyMin);
     memset(handle, 0, COLL_NET_HANDLE_BYTES);
     memcpy(handle, &info, sizeof(info));
+    memcpy(static_cast<char*>(handle) + sizeof(info), &where, sizeof(where));
     *listenComm = l.release();
   });
 }
@@ -239,7 +268,8 @@ int ibConnect(void* context, int dev, const void* handle, void* reply, void** se
     const Port& p = portOf(c, dev);
     COLL_CHECK_ARG(reply && sendComm, "InfiniBand connect: reply or sendComm is NULL");
     ConnInfo peer;
-    std::string bad = checkConnInfo(handle, kConnHandle, &peer);
+    PeerPorts peerPorts;
+    std::string bad = checkConnInfo(handle, kConnHandle, &peer, &peerPorts);
     if (!bad.empty()) COLL_THROW(collInvalidArgument, "InfiniBand connect on ", p.name, ": ", bad);
     if (uint64_t(peer.chunk) * peer.slots > kMaxBufferBytes)
       COLL_THROW(collInvalidArgument, "InfiniBand connect on ", p.name, ": the handle asks for ",
@@ -252,17 +282,21 @@ int ibConnect(void* context, int dev, const void* handle, void* reply, void** se
     shape.send0 = peer.slots + kWriteDepth;
     shape.recv0 = peer.slots + kCtsDepth;
     shape.sendN = kWriteDepth;
-    auto qp = std::make_unique<QpSet>(p, c->tun, shape);
+    // The receiver's queue pairs, spread over as many of this side's ports as it may use
+    // (a peer with another COLL_IB_PORTS pairs them round-robin all the same).
+    auto qp = std::make_unique<QpSet>(portsFor(c, dev, std::min(c->tun.ports, peer.nqps)), c->tun, shape);
     qp->token = peer.token;
     // The receiver's cut-over, unless this side has zero-copy off.
     const uint64_t zcopyMin = c->tun.zcopy ? peer.zcopyMin : 0;
     auto s = std::make_unique<SendComm>(std::move(qp), c->totals, zcopyMin);
-    s->qp().connectTo(peer);
+    s->qp().connectTo(peer, peerPorts);
     ConnInfo mine;
-    s->qp().describe(&mine, kConnReply);
+    ConnPorts where;
+    s->qp().describe(&mine, &where, kConnReply);
     mine.zcopyMin = zcopyMin;
     memset(reply, 0, COLL_NET_HANDLE_BYTES);
     memcpy(reply, &mine, sizeof(mine));
+    memcpy(static_cast<char*>(reply) + sizeof(mine), &where, sizeof(where));
     *sendComm = s.release();
   });
 }
@@ -273,7 +307,8 @@ int ibAccept(void* listenComm, const void* reply, void** recvComm) {
     COLL_CHECK_ARG(recvComm, "InfiniBand accept: recvComm is NULL");
     QpSet& qp = l->recv->qp();
     ConnInfo peer;
-    std::string bad = checkConnInfo(reply, kConnReply, &peer);
+    PeerPorts peerPorts;
+    std::string bad = checkConnInfo(reply, kConnReply, &peer, &peerPorts);
     if (!bad.empty()) COLL_THROW(collInvalidArgument, "InfiniBand accept on ", qp.name(), ": ", bad);
     if (peer.token != qp.token)
       COLL_THROW(collInvalidArgument, "InfiniBand accept on ", qp.name(), ": the reply from ", peer.port,
@@ -282,7 +317,7 @@ int ibAccept(void* listenComm, const void* reply, void** recvComm) {
       COLL_THROW(collInvalidArgument, "InfiniBand accept on ", qp.name(), ": the sender ", peer.port,
                  " uses ", peer.slots, " slots of ", peer.chunk, " bytes, this side ", qp.slots(),
                  " of ", qp.chunk());
-    l->recv->accept(peer);
+    l->recv->accept(peer, peerPorts);
     *recvComm = l->recv.release();
     delete l;
   });

@@ -39,16 +39,35 @@ const char* completionHint(ibv_wc_status status) {
 }
 
 Comm::Comm(uint32_t magic, std::unique_ptr<QpSet> qp, std::shared_ptr<CounterTotals> totals, uint64_t zcopyMin)
-    : magic(magic), dev_(qp->device()), qp_(std::move(qp)), totals_(std::move(totals)), zcopyMin_(zcopyMin) {}
+    : magic(magic), qp_(std::move(qp)), totals_(std::move(totals)), zcopyMin_(zcopyMin) {
+  for (uint32_t d = 0; d < qp_->ndevs(); ++d) devs_.push_back(qp_->device(d));
+}
 
 Comm::~Comm() {
   qp_.reset();
-  for (Request& r : reqs_)
-    if (r.mr) {
-      mem().release(r.mr);
-      r.mr = nullptr;
-    }
+  for (Request& r : reqs_) releaseAll(&r);
   magic = 0;
+}
+
+void Comm::acquireAll(Request* r, const void* p, size_t len, bool write) {
+  try {
+    for (uint32_t d = 0; d < devs_.size(); ++d) {
+      uint32_t port = 0;  // the first port on the device, for messages
+      while (qp_->devOfPort(port) != d) ++port;
+      r->mr[d] = mem(d).acquire(p, len, write, qp_->portName(port));
+    }
+  } catch (...) {
+    releaseAll(r);
+    throw;
+  }
+}
+
+void Comm::releaseAll(Request* r) {
+  for (uint32_t d = 0; d < devs_.size(); ++d)
+    if (r->mr[d]) {
+      mem(d).release(r->mr[d]);
+      r->mr[d] = nullptr;
+    }
 }
 
 void Comm::checkUsable() const {
@@ -101,18 +120,25 @@ void Comm::postSend(uint32_t q, ibv_send_wr* wr) {
 void Comm::progress() {
   checkUsable();
   ibv_wc wc[kPollBatch];
-  for (;;) {
-    int n = qp_->ops().poll_cq(qp_->cq(), kPollBatch, wc);
-    if (n < 0) fail(strCat("ibv_poll_cq on ", qp_->name(), " failed (", n, ")"));
-    for (int i = 0; i < n; ++i) {
-      const ibv_wc& w = wc[i];
-      if (w.status != IBV_WC_SUCCESS)
-        fail(strCat("InfiniBand ", qp_->name(), " (peer ", qp_->peerName, "): ", what(w),
-                    " failed: ", ibv_wc_status_str(w.status), " (status ", int(w.status),
-                    ", vendor error 0x", std::hex, w.vendor_err, std::dec, "): ", completionHint(w.status)));
-      onCompletion(w);
+  for (uint32_t d = 0; d < qp_->ndevs(); ++d) {
+    for (;;) {
+      int n = qp_->ops().poll_cq(qp_->cq(d), kPollBatch, wc);
+      if (n < 0) fail(strCat("ibv_poll_cq on ", devs_[d]->name, " failed (", n, ")"));
+      for (int i = 0; i < n; ++i) {
+        const ibv_wc& w = wc[i];
+        if (w.status != IBV_WC_SUCCESS) {
+          // Name the port the failed work request was on, and the peer's port it talked to.
+          const uint32_t q = wrQp(w.wr_id) < qp_->nqps() ? wrQp(w.wr_id) : 0;
+          const uint32_t pp = qp_->peerPortOfQpOr0(q);
+          const std::string peer = pp < qp_->peerPortNames.size() ? qp_->peerPortNames[pp] : qp_->peerName;
+          fail(strCat("InfiniBand ", qp_->portName(qp_->portOfQp(q)), " (peer ", peer, "): ", what(w),
+                      " failed: ", ibv_wc_status_str(w.status), " (status ", int(w.status),
+                      ", vendor error 0x", std::hex, w.vendor_err, std::dec, "): ", completionHint(w.status)));
+        }
+        onCompletion(w);
+      }
+      if (n < kPollBatch) break;
     }
-    if (n < kPollBatch) break;
   }
   advance();
 }
@@ -131,10 +157,7 @@ void Comm::finish(Request* r) {
   r->done = true;
   auto it = std::find(queue_.begin(), queue_.end(), r);
   if (it != queue_.end()) queue_.erase(it);
-  if (r->mr) {
-    mem().release(r->mr);
-    r->mr = nullptr;
-  }
+  releaseAll(r);
   ByteCounts d;
   const bool send = magic == kSendMagic;
   if (r->zcopy) {

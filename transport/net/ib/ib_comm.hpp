@@ -55,11 +55,13 @@ struct Request {
   bool started = false;     // header sent / received
   uint32_t piecesOut = 0;   // send: slot SENDs whose completion has not come
   // Zero-copy.
-  const RegCache::Entry* mr = nullptr;  // this side's registration, held until done
+  // This side's registration on each device of the connection (QpSet::device), held
+  // until done: the buffer is sent from, or written through, the ports of each.
+  std::array<const RegCache::Entry*, kMaxPorts> mr{};
   bool ctsWanted = false;   // receive: a region should go to the sender
   bool ctsSent = false;     // receive: it went; send: the receiver's has arrived
   uint64_t raddr = 0;       // send: the receiver's region
-  uint32_t rkey = 0;
+  std::array<uint32_t, kMaxPorts> rkey{};  // send: the receiver's key for writes to each of its ports
   size_t wlen = 0;          // bytes written: min(the message's size, the region's)
   uint32_t stripes = 0;     // receive: writes with immediate seen; send: stripes posted whole
   uint32_t writesOut = 0;   // send: RDMA writes posted whose completion has not come
@@ -97,10 +99,15 @@ class Comm {
   void postSend(uint32_t q, ibv_send_wr* wr);
   // The request's message has moved: out of the queue, its registration released, counted.
   void finish(Request* r);
-  DeviceMemory& mem() { return *dev_->mem; }
+  DeviceMemory& mem(uint32_t d) { return *devs_[d]->mem; }
+  // Registers [p, p + len) on every device of the connection into r->mr; on failure
+  // releases what it took and throws.
+  void acquireAll(Request* r, const void* p, size_t len, bool write);
+  void releaseAll(Request* r);
+  bool registered(const Request* r) const { return r->mr[0] != nullptr; }
   uint32_t reqIndex(const Request* r) const { return uint32_t(r - reqs_.data()); }
 
-  std::shared_ptr<Device> dev_;  // declared before qp_: outlives it
+  std::vector<std::shared_ptr<Device>> devs_;  // declared before qp_: outlive it
   std::unique_ptr<QpSet> qp_;
   std::shared_ptr<CounterTotals> totals_;
   uint64_t zcopyMin_;  // messages of this size or more move zero-copy; 0: none
@@ -127,14 +134,14 @@ class SendComm : public Comm {
   void advanceWrites(Request* r);
   bool postWrite(Request* r, uint32_t q);
   void onControl(uint32_t entry, const ibv_wc& wc);
-  void onRegion(const Cts& c);
-  void take(Request* r, const Cts& c);
+  void onRegion(const CtsPorts& c);
+  void take(Request* r, const CtsPorts& c);
   void finishIfDone(Request* r);
   uint32_t credits_;
   uint32_t head_ = 0, busy_ = 0;  // slots in use form a ring ending at head_
   std::vector<Request*> owner_;   // the message each busy slot carries
   std::vector<uint32_t> writesOut_;  // per QP
-  std::map<uint32_t, Cts> early_;    // regions for messages not posted yet
+  std::map<uint32_t, CtsPorts> early_;    // regions for messages not posted yet
   std::deque<Request*> writing_;     // zero-copy sends with writes left to post
 };
 
@@ -144,7 +151,7 @@ class RecvComm : public Comm {
   // the sender may send as soon as it is connected.
   RecvComm(std::unique_ptr<QpSet> qp, std::shared_ptr<CounterTotals> totals, uint64_t zcopyMin);
   // Connects to the sender, which may do less zero-copy than offered (its reply says).
-  void accept(const ConnInfo& reply);
+  void accept(const ConnInfo& reply, const PeerPorts& where);
   Request* post(void* data, size_t size);
 
  private:

@@ -1,6 +1,7 @@
 // Device discovery for the InfiniBand backend: which ports are usable and why not.
 #include "transport/net/ib/ib_devices.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -30,12 +31,23 @@ bool gidIsIpv4Mapped(const ibv_gid& g) {
   return g.raw[10] == 0xff && g.raw[11] == 0xff;
 }
 
-std::string pciPathOf(const std::string& dev) {
+// The device's PCI address and its full place in the PCI tree.
+std::string pciPathOf(const std::string& dev, std::string* tree) {
   std::string link = "/sys/class/infiniband/" + dev + "/device";
   char buf[PATH_MAX];
   if (!realpath(link.c_str(), buf)) return "";
+  *tree = buf;
   const char* slash = strrchr(buf, '/');
   return slash ? slash + 1 : buf;
+}
+
+// Path components two PCI tree paths share.
+size_t commonDepth(const std::string& a, const std::string& b) {
+  size_t depth = 0, i = 0;
+  for (; i < a.size() && i < b.size() && a[i] == b[i]; ++i)
+    if (a[i] == '/') ++depth;
+  if (!a.empty() && a == b) ++depth;
+  return depth;
 }
 
 // Reads one GID and, where the kernel can tell, whether it is RoCE v2.
@@ -173,6 +185,28 @@ int pickGid(const VerbsOps& ops, ibv_context* ctx, uint8_t port, int tableLen, i
   return best;
 }
 
+std::vector<size_t> portsNear(const std::vector<Port>& ports, size_t first, size_t n) {
+  std::vector<size_t> out;
+  if (first >= ports.size() || n == 0) return out;
+  const Port& f = ports[first];
+  struct Cand {
+    size_t index;
+    bool otherDevice;
+    size_t depth;
+  };
+  std::vector<Cand> cands;
+  for (size_t i = 0; i < ports.size(); ++i)
+    if (i != first && ports[i].linkLayer == f.linkLayer)
+      cands.push_back({i, ports[i].dev != f.dev, commonDepth(ports[i].pciTree, f.pciTree)});
+  std::stable_sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+    if (a.otherDevice != b.otherDevice) return !a.otherDevice;
+    return a.depth > b.depth;
+  });
+  out.push_back(first);
+  for (size_t i = 0; i < cands.size() && out.size() < n; ++i) out.push_back(cands[i].index);
+  return out;
+}
+
 std::vector<Port> discoverPorts(const VerbsOps& ops, const DiscoverOptions& opt) {
   HcaFilter filter = parseHcaFilter(opt.hca);
   int n = 0;
@@ -263,9 +297,11 @@ std::vector<Port> discoverPorts(const VerbsOps& ops, const DiscoverOptions& opt)
       reasons.push_back(name + " (ibv_alloc_pd failed: " + sysErrorText(err) + ")");
       continue;
     }
-    std::string pci = pciPathOf(name);
+    std::string tree;
+    std::string pci = pciPathOf(name, &tree);
     for (auto& p : mine) {
       p.pciPath = pci;
+      p.pciTree = tree;
       ports.push_back(std::move(p));
     }
   }

@@ -39,6 +39,9 @@ struct Port {
   uint8_t num = 0;
   std::string name;     // "mlx5_0:1"
   std::string pciPath;  // "0000:3b:00.0" or ""
+  // The device's place in the PCI tree, "/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0"
+  // or "": ports under the same bridges are as close to a rank as each other.
+  std::string pciTree;
   uint8_t linkLayer = IBV_LINK_LAYER_INFINIBAND;
   uint16_t lid = 0;
   int gidIndex = -1;  // RoCE: the source GID; InfiniBand: -1 (LID addressing)
@@ -70,6 +73,14 @@ const char* portStateName(int state);
 // route across subnets), then the lowest index. Returns -1 with *why set when none.
 int pickGid(const VerbsOps& ops, ibv_context* ctx, uint8_t port, int tableLen, int wanted,
             ibv_gid* gid, std::string* why);
+
+// The ports a connection on ports[first] spreads over when it may use `n` (COLL_IB_PORTS):
+// ports[first] itself, then the other ports of its device, then those of other devices
+// closest in the PCI tree (most bridges in common, so of the same path class to the
+// rank), lowest index first among equals. Only ports of first's link layer qualify
+// (queue pairs of one connection pair with ports of one kind at the peer). Returns
+// fewer than n when there are not enough.
+std::vector<size_t> portsNear(const std::vector<Port>& ports, size_t first, size_t n);
 
 struct DiscoverOptions {
   std::string hca;    // COLL_IB_HCA

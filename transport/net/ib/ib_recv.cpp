@@ -18,13 +18,13 @@ RecvComm::RecvComm(std::unique_ptr<QpSet> qp, std::shared_ptr<CounterTotals> tot
   for (uint32_t i = 0; i < kCtsDepth; ++i) freeCtrl_.push_back(kCtsDepth - 1 - i);
 }
 
-void RecvComm::accept(const ConnInfo& reply) {
+void RecvComm::accept(const ConnInfo& reply, const PeerPorts& where) {
   if (reply.zcopyMin != 0 && reply.zcopyMin != zcopyMin_)
     COLL_THROW(collInvalidArgument, "InfiniBand accept on ", qp_->name(), ": the sender ", reply.port,
                " wants zero-copy from ", reply.zcopyMin, " bytes, this side offered ", zcopyMin_,
                " (COLL_IB_ZCOPY and COLL_IB_ZCOPY_MIN must be alike on every rank)");
   zcopyMin_ = reply.zcopyMin;  // the sender may do none
-  qp_->connectTo(reply);
+  qp_->connectTo(reply, where);
 }
 
 Request* RecvComm::post(void* data, size_t size) {
@@ -128,8 +128,7 @@ void RecvComm::startMessage(Request* r, const uint8_t* p, uint32_t len) {
   r->ctsWanted = false;
   if (r->ctsSent) {
     if (qp_->nqps() > 1) surplus_++;
-    mem().release(r->mr);
-    r->mr = nullptr;
+    releaseAll(r);
   }
 }
 
@@ -157,14 +156,18 @@ void RecvComm::sendRegions() {
 // Registers the receive's buffer and offers it. A registration the device refuses is
 // still answered, so the sender fails at once with a pointer to this side's reason.
 void RecvComm::sendRegion(Request* r, uint32_t entry) {
-  Cts c{kCtsMagic, r->seq, 0, 0, 0, kCtsOk};
+  CtsPorts region{};
+  Cts& c = region.base;
+  c = Cts{kCtsMagic, r->seq, 0, 0, 0, kCtsOk};
   std::string failure;
   if (r->cap > 0) {
     try {
-      r->mr = mem().acquire(r->data, r->cap, true, qp_->name());
+      acquireAll(r, r->data, r->cap, true);
       c.addr = reinterpret_cast<uintptr_t>(r->data);
       c.len = r->cap;
-      c.rkey = RegCache::keys(r->mr).rkey;
+      // The writes of each port go through the registration on that port's device.
+      for (uint32_t p = 0; p < qp_->nports(); ++p) region.rkeys[p] = RegCache::keys(r->mr[qp_->devOfPort(p)]).rkey;
+      c.rkey = region.rkeys[0];
     } catch (const Error& e) {
       failure = e.what();
       c.status = kCtsRegFailed;
@@ -176,14 +179,16 @@ void RecvComm::sendRegion(Request* r, uint32_t entry) {
     else
       for (uint32_t q = 1; q < qp_->nqps(); ++q) postRecv(q, wrId(kWrImm, 0, q), nullptr, 0);
   }
-  memcpy(qp_->ctrl(entry), &c, sizeof(c));
-  ibv_sge sge{reinterpret_cast<uintptr_t>(qp_->ctrl(entry)), uint32_t(sizeof(c)), qp_->lkey()};
+  // One port: the plain region, as before ports; several: a key for each.
+  const uint32_t len = qp_->nports() > 1 ? uint32_t(sizeof(region)) : uint32_t(sizeof(c));
+  memcpy(qp_->ctrl(entry), &region, len);
+  ibv_sge sge{reinterpret_cast<uintptr_t>(qp_->ctrl(entry)), len, qp_->lkey()};
   ibv_send_wr wr{};
   wr.wr_id = wrId(kWrCtrl, entry);
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED | (sizeof(c) <= qp_->maxInline() ? IBV_SEND_INLINE : 0);
+  wr.send_flags = IBV_SEND_SIGNALED | (len <= qp_->maxInline() ? IBV_SEND_INLINE : 0);
   postSend(0, &wr);
   r->ctsSent = true;
   r->ctsWanted = false;

@@ -31,7 +31,7 @@ Request* SendComm::post(const void* data, size_t size, uint64_t tag) {
   r->zcopy = zcopyMin_ && size >= zcopyMin_;
   if (r->zcopy) {
     try {
-      r->mr = mem().acquire(data, size, false, qp_->name());
+      acquireAll(r, data, size, false);
     } catch (...) {
       r->used = false;
       throw;
@@ -117,7 +117,7 @@ bool SendComm::postWrite(Request* r, uint32_t q) {
   const size_t to = std::min(hi, from + kMaxWrite);
   const bool last = to == hi;
   ibv_sge sge{reinterpret_cast<uintptr_t>(r->data + from), uint32_t(to - from),
-              r->mr ? RegCache::keys(r->mr).lkey : 0};
+              registered(r) ? RegCache::keys(r->mr[qp_->devOfQp(q)]).lkey : 0};
   ibv_send_wr wr{};
   wr.wr_id = wrId(kWrWrite, reqIndex(r), q);
   wr.sg_list = to > from ? &sge : nullptr;
@@ -126,7 +126,7 @@ bool SendComm::postWrite(Request* r, uint32_t q) {
   wr.imm_data = htonl(r->seq);
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = r->raddr + from;
-  wr.wr.rdma.rkey = r->rkey;
+  wr.wr.rdma.rkey = r->rkey[qp_->peerPortOfQp(q)];
   // On QP 0 the write with immediate takes a slot's receive at the peer: its credit was
   // taken with the header.
   postSend(q, &wr);
@@ -178,9 +178,11 @@ void SendComm::onControl(uint32_t entry, const ibv_wc& wc) {
     if (n == 0 || credits_ + n > slots || wc.byte_len != 0)
       protocolError(strCat("the receiver returned ", n, " credits, holding ", credits_, " of ", slots));
     credits_ += n;
-  } else if (wc.byte_len == sizeof(Cts)) {
-    Cts c;
-    memcpy(&c, qp_->ctrl(entry), sizeof(c));
+  } else if (wc.byte_len == (qp_->peerPorts() > 1 ? sizeof(CtsPorts) : sizeof(Cts))) {
+    // A receiver on several ports sends a key for each (ib_wire.hpp).
+    CtsPorts c{};
+    memcpy(&c, qp_->ctrl(entry), wc.byte_len);
+    if (qp_->peerPorts() == 1) c.rkeys[0] = c.base.rkey;
     onRegion(c);
   } else {
     protocolError(strCat("a control message of ", wc.byte_len, " bytes"));
@@ -188,27 +190,28 @@ void SendComm::onControl(uint32_t entry, const ibv_wc& wc) {
   postRecv(0, wrId(kWrCtrl, entry), qp_->ctrl(entry), kCtrlBytes);
 }
 
-void SendComm::onRegion(const Cts& c) {
+void SendComm::onRegion(const CtsPorts& region) {
+  const Cts& c = region.base;
   if (c.magic != kCtsMagic) protocolError(strCat("a region with magic 0x", std::hex, c.magic));
   if (c.status != kCtsOk)
     fail(strCat("InfiniBand ", qp_->name(), " (peer ", qp_->peerName, "): the receiver could not register its buffer "
                 "for message ", c.seq, " (its own error names the cause and the fix)"));
   if (int32_t(c.seq - nextSeq_) >= 0) {  // the receive was posted before this send
-    if (early_.size() >= kCtsDepth || !early_.emplace(c.seq, c).second)
+    if (early_.size() >= kCtsDepth || !early_.emplace(c.seq, region).second)
       protocolError(strCat("a region for message ", c.seq, " with ", early_.size(), " early ones held"));
     return;
   }
   Request* r = inFlight(c.seq);
   if (!r || !r->zcopy) return;  // the message went eager (a smaller one than the receive): no region needed
   if (r->ctsSent) protocolError(strCat("a second region for message ", c.seq));
-  take(r, c);
+  take(r, region);
 }
 
-void SendComm::take(Request* r, const Cts& c) {
+void SendComm::take(Request* r, const CtsPorts& c) {
   r->ctsSent = true;
-  r->raddr = c.addr;
-  r->rkey = c.rkey;
-  r->wlen = std::min<uint64_t>(r->size, c.len);
+  r->raddr = c.base.addr;
+  for (uint32_t p = 0; p < kMaxPorts; ++p) r->rkey[p] = c.rkeys[p];
+  r->wlen = std::min<uint64_t>(r->size, c.base.len);
 }
 
 void SendComm::finishIfDone(Request* r) {

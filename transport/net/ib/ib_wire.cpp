@@ -5,13 +5,76 @@
 #include <infiniband/verbs.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "base/error.hpp"
 
 namespace coll::net::ib {
 
-std::string checkConnInfo(const void* blob, uint32_t kind, ConnInfo* out) {
+namespace {
+
+std::string checkAddr(const char* what, uint32_t p, uint8_t mtu, uint8_t linkLayer) {
+  if (mtu < IBV_MTU_256 || mtu > IBV_MTU_4096)
+    return strCat("the ", what, " has an invalid MTU code ", int(mtu), p ? strCat(" for its port ", p) : "");
+  if (linkLayer != IBV_LINK_LAYER_INFINIBAND && linkLayer != IBV_LINK_LAYER_ETHERNET)
+    return strCat("the ", what, " has an unknown link layer ", int(linkLayer), p ? strCat(" for its port ", p) : "");
+  return "";
+}
+
+// The ConnPorts after a well-formed ConnInfo `c`.
+std::string checkPorts(const char* what, const uint8_t* blob, const ConnInfo& c, PeerPorts* out) {
+  ConnPorts x;
+  memcpy(&x, blob + sizeof(ConnInfo), sizeof(x));
+  PeerPorts pp;
+  pp.ports[0].lid = c.lid;
+  pp.ports[0].mtu = c.mtu;
+  pp.ports[0].linkLayer = c.linkLayer;
+  memcpy(pp.ports[0].gid, c.gid, sizeof(c.gid));
+  snprintf(pp.ports[0].port, sizeof(pp.ports[0].port), "%s", c.port);
+  bool zero = true;
+  for (size_t i = 0; i < sizeof(x); ++i) zero = zero && blob[sizeof(ConnInfo) + i] == 0;
+  if (!zero) {
+    if (x.magic != kPortsMagic)
+      return strCat("the ", what, " has unknown bytes after its connection info (magic 0x", std::hex, x.magic,
+                    ", expected 0x", kPortsMagic, " or none)");
+    if (x.version != kPortsVersion)
+      return strCat("the ", what, "'s port list has version ", x.version, "; this build speaks ", kPortsVersion);
+    if (x.bytes != sizeof(ConnPorts))
+      return strCat("the ", what, "'s port list is laid out in ", x.bytes, " bytes; this build uses ", sizeof(ConnPorts));
+    if (x.nports < 2 || x.nports > kMaxPorts)
+      return strCat("the ", what, " names ", x.nports, " ports (2..", kMaxPorts, " allowed in a port list)");
+    for (uint32_t p = 1; p < x.nports; ++p) {
+      const PortAddr& a = x.ports[p - 1];
+      std::string bad = checkAddr(what, p, a.mtu, a.linkLayer);
+      if (!bad.empty()) return bad;
+      if (a.linkLayer != c.linkLayer)
+        return strCat("the ", what, " mixes link layers across its ports (port ", p, ")");
+      pp.ports[p] = a;
+      pp.ports[p].port[sizeof(a.port) - 1] = 0;
+    }
+    std::vector<bool> used(x.nports);
+    for (uint32_t q = 0; q < kMaxQps; ++q) {
+      if (q < c.nqps && x.qpPort[q] >= x.nports)
+        return strCat("the ", what, " puts queue pair ", q, " on port ", int(x.qpPort[q]), " of ", x.nports);
+      if (q >= c.nqps && x.qpPort[q] != 0)
+        return strCat("the ", what, " names a port for queue pair ", q, " of ", c.nqps);
+      if (q < c.nqps) used[x.qpPort[q]] = true;
+    }
+    if (x.qpPort[0] != 0) return strCat("the ", what, " puts its first queue pair on port ", int(x.qpPort[0]));
+    for (uint32_t p = 0; p < x.nports; ++p)
+      if (!used[p]) return strCat("the ", what, " names port ", p, ", which carries none of its queue pairs");
+    pp.nports = x.nports;
+    memcpy(pp.qpPort, x.qpPort, sizeof(pp.qpPort));
+  }
+  if (out) *out = pp;
+  return "";
+}
+
+}  // namespace
+
+std::string checkConnInfo(const void* blob, uint32_t kind, ConnInfo* out, PeerPorts* ports) {
   const char* what = kind == kConnHandle ? "connection handle" : "connection reply";
   if (!blob) return strCat("the ", what, " is NULL");
   memcpy(out, blob, sizeof(*out));
@@ -30,14 +93,12 @@ std::string checkConnInfo(const void* blob, uint32_t kind, ConnInfo* out) {
   for (uint32_t i = 0; i < c.nqps; ++i)
     if (c.qpn[i] == 0 || c.qpn[i] > 0xffffff || c.psn[i] > 0xffffff)
       return strCat("the ", what, " has an invalid QP number ", c.qpn[i], " or PSN ", c.psn[i]);
-  if (c.mtu < IBV_MTU_256 || c.mtu > IBV_MTU_4096)
-    return strCat("the ", what, " has an invalid MTU code ", int(c.mtu));
-  if (c.linkLayer != IBV_LINK_LAYER_INFINIBAND && c.linkLayer != IBV_LINK_LAYER_ETHERNET)
-    return strCat("the ", what, " has an unknown link layer ", int(c.linkLayer));
+  std::string bad = checkAddr(what, 0, c.mtu, c.linkLayer);
+  if (!bad.empty()) return bad;
   if (c.chunk < kMinChunk || c.chunk > kMaxChunk || c.slots < 1 || c.slots > kMaxSlots)
     return strCat("the ", what, " has an invalid buffer shape: ", c.slots, " slots of ", c.chunk, " bytes");
   out->port[sizeof(out->port) - 1] = 0;
-  return "";
+  return checkPorts(what, static_cast<const uint8_t*>(blob), *out, ports);
 }
 
 void stripeOf(size_t len, uint32_t q, uint32_t nqps, size_t* lo, size_t* hi) {

@@ -19,8 +19,10 @@ enum ConnKind : uint32_t { kConnHandle = 1, kConnReply = 2 };
 constexpr uint32_t kMinChunk = 64;
 constexpr uint32_t kMaxChunk = 64u << 20;
 constexpr uint32_t kMaxSlots = 4096;
-// Queue pairs per one-way connection (COLL_IB_QPS).
+// Queue pairs per one-way connection (COLL_IB_QPS x COLL_IB_PORTS).
 constexpr uint32_t kMaxQps = 16;
+// Ports one side of a connection spreads its queue pairs over (COLL_IB_PORTS).
+constexpr uint32_t kMaxPorts = 4;
 
 // Both sides run the same build on one job, so the layout is the host's; `bytes` and
 // `version` catch a mismatch anyway.
@@ -48,6 +50,37 @@ struct ConnInfo {
 };
 static_assert(sizeof(ConnInfo) <= COLL_NET_HANDLE_BYTES, "a handle holds a ConnInfo");
 
+// A side whose queue pairs sit on more than one port (COLL_IB_PORTS > 1) follows its
+// ConnInfo with this, in the same handle or reply. ConnInfo's lid, gid, mtu, linkLayer
+// and port are then its first port's. A side on one port leaves these bytes zero, so a
+// single-port handle is the same bytes as before ports were added.
+constexpr uint32_t kPortsMagic = 0x50424943;  // "CIBP"
+constexpr uint16_t kPortsVersion = 1;
+struct PortAddr {
+  uint16_t lid;
+  uint8_t mtu;        // enum ibv_mtu
+  uint8_t linkLayer;  // IBV_LINK_LAYER_*
+  uint8_t gid[16];
+  char port[28];      // "mlx5_1:1", for messages
+};
+struct ConnPorts {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t bytes;      // sizeof(ConnPorts)
+  uint32_t nports;     // 2..kMaxPorts
+  uint8_t qpPort[kMaxQps];           // the port (index into ports, 0: ConnInfo's) of each queue pair
+  PortAddr ports[kMaxPorts - 1];     // ports 1..nports-1
+};
+static_assert(sizeof(ConnInfo) + sizeof(ConnPorts) <= COLL_NET_HANDLE_BYTES, "a handle holds both");
+
+// Where one side's queue pairs are: a port per queue pair and the ports' addresses
+// (port 0 is ConnInfo's own). Single-port sides have nports 1 and every qpPort 0.
+struct PeerPorts {
+  uint32_t nports = 1;
+  uint8_t qpPort[kMaxQps] = {};
+  PortAddr ports[kMaxPorts] = {};
+};
+
 // In front of every message, in the first slot it fills. An eager message's payload
 // follows in the slots; a zero-copy one's header is alone (a request to send) and its
 // payload arrives by RDMA writes into the region the receiver offers.
@@ -72,13 +105,24 @@ struct Cts {
   uint32_t rkey;
   uint32_t status;  // CtsStatus: kCtsRegFailed when the receiver could not register
 };
+// A receiver whose queue pairs sit on ports of more than one device registers its buffer
+// on each (each device has its own protection domain and keys) and sends this longer
+// region instead: rkeys[p] is the key for writes that arrive on its port p (rkeys[0] ==
+// base.rkey). Its length tells the two apart; single-device receivers send a plain Cts.
+struct CtsPorts {
+  Cts base;
+  uint32_t rkeys[kMaxPorts];
+};
 // Control messages (a Cts, or a credit return with no payload) land in entries of this size.
 constexpr uint32_t kCtrlBytes = 64;
-static_assert(sizeof(Cts) <= kCtrlBytes, "a control entry holds a Cts");
+static_assert(sizeof(CtsPorts) <= kCtrlBytes, "a control entry holds a region");
 
 // Copies a blob from the peer into *out; returns "" when it is a well-formed `kind`,
 // else what is wrong with it.
-std::string checkConnInfo(const void* blob, uint32_t kind, ConnInfo* out);
+// `blob` is COLL_NET_HANDLE_BYTES long. *ports (optional) gets where the peer's queue
+// pairs are: a ConnPorts after the ConnInfo must be well-formed and name every queue
+// pair's port, or be all zero (a single-port peer).
+std::string checkConnInfo(const void* blob, uint32_t kind, ConnInfo* out, PeerPorts* ports = nullptr);
 
 // The bytes [*lo, *hi) of a zero-copy message of `len` bytes that queue pair q of nqps
 // writes: equal page-aligned stripes, the last ones short or empty. Every queue pair

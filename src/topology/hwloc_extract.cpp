@@ -55,7 +55,7 @@ std::vector<PciHop> pciPathOf(hwloc_obj_t dev) {
     const auto& b = o->attr->bridge;
     PciHop hop;
     hop.id = o->gp_index;
-    hop.hostBridge = b.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
+    hop.hostBridge = rawEnum(b.upstream_type) == HWLOC_OBJ_BRIDGE_HOST;
     if (hop.hostBridge) {
       char buf[48];
       snprintf(buf, sizeof buf, "hostbridge %04x:[%02x-%02x]", b.downstream.pci.domain,
@@ -91,8 +91,8 @@ void cpuParts(hwloc_topology_t t, HostTopo& h) {
     if (n <= 0) continue;
     hwloc_obj_t o = hwloc_get_obj_by_type(t, type, 0);
     const auto& c = o->attr->cache;
-    const char* kind = c.type == HWLOC_OBJ_CACHE_DATA ? "data"
-                       : c.type == HWLOC_OBJ_CACHE_INSTRUCTION ? "instruction" : "unified";
+    const unsigned ct = rawEnum(c.type);
+    const char* kind = ct == HWLOC_OBJ_CACHE_DATA ? "data" : ct == HWLOC_OBJ_CACHE_INSTRUCTION ? "instruction" : "unified";
     h.caches.push_back({static_cast<int>(c.depth), kind, c.size, n});
   }
 }
@@ -109,7 +109,7 @@ PciChildren scanChildren(hwloc_obj_t pci) {
   for (hwloc_obj_t o = pci->io_first_child; o; o = o->next_sibling) {
     if (o->type != HWLOC_OBJ_OS_DEVICE) continue;
     std::string sub = o->subtype ? o->subtype : "";
-    auto type = o->attr->osdev.type;
+    const unsigned type = rawEnum(o->attr->osdev.type);
     if (type == HWLOC_OBJ_OSDEV_COPROC && sub == "CUDA") c.cuda = o->name;
     if (type == HWLOC_OBJ_OSDEV_GPU && sub == "NVML") c.nvml = o->name;
     if ((type == HWLOC_OBJ_OSDEV_COPROC || type == HWLOC_OBJ_OSDEV_GPU) && c.model.empty())

@@ -3,12 +3,25 @@
 
 #include <hwloc.h>
 
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "topology/topology.hpp"
 
 namespace coll {
+
+// The number in an enum field of an object's attributes (a bridge's, an OS device's or a
+// cache's type). hwloc's XML reader stores whatever number a file gives there, and
+// reading an enum beyond its enumerators is undefined: compare the raw number instead.
+template <class E>
+unsigned rawEnum(const E& field) {
+  static_assert(std::is_enum_v<E>);
+  std::underlying_type_t<E> v;
+  std::memcpy(&v, &field, sizeof v);
+  return static_cast<unsigned>(v);
+}
 
 // Infos this library adds to OS devices of the live machine before a dump, so that a
 // dumped topology keeps what hwloc itself does not record (read from sysfs).

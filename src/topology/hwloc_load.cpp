@@ -189,13 +189,13 @@ std::string readLine(const std::string& path) {
 void annotateFromSysfs(hwloc_topology_t t) {
   for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_osdev(t, o));) {
     uint64_t mbps = 0;
-    if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
+    if (rawEnum(o->attr->osdev.type) == HWLOC_OBJ_OSDEV_OPENFABRICS) {
       std::string port = std::string("/sys/class/infiniband/") + o->name + "/ports/1/";
       mbps = parseIbRateMbps(readLine(port + "rate"));
       std::string layer = readLine(port + "link_layer");
       if (!layer.empty() && !hwloc_obj_get_info_by_name(o, kLinkLayerInfo))
         hwloc_obj_add_info(o, kLinkLayerInfo, layer.c_str());
-    } else if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK) {
+    } else if (rawEnum(o->attr->osdev.type) == HWLOC_OBJ_OSDEV_NETWORK) {
       long v = strtol(readLine(std::string("/sys/class/net/") + o->name + "/speed").c_str(), nullptr, 10);
       mbps = v > 0 ? static_cast<uint64_t>(v) : 0;  // -1 or empty while the link is down
     }

@@ -105,6 +105,9 @@ class ProcessGroupCollective final : public c10d::ProcessGroup {
   void runInline(CollWork& work, const std::function<void(std::vector<collRequest_t>&)>& run,
                  const std::function<void()>& after);
   static constexpr size_t kInlineMaxBytes = 64 << 10;
+  // An all-gather into a list of this many bytes or more broadcasts into the list's
+  // tensors instead of staging (process_group_ops.cpp).
+  static constexpr size_t kDirectAllGatherBytes = 1 << 20;
   void workerLoop();
   // monitoredBarrier's exchange, on the worker thread; throws when it fails.
   void runMonitoredBarrier(std::chrono::milliseconds timeout, bool waitAllRanks, int64_t index);

@@ -249,8 +249,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::allgather(std::vector<std
               outputs[0].size(), " tensors, the group ", size_, " ranks");
   for (auto& o : outputs[0]) checkLike(o, inputs[0], "allgather", "an output tensor");
   at::Tensor in = inputs[0].contiguous();
-  auto flat = std::make_shared<at::Tensor>(at::empty({size_ * in.numel()}, in.options()));
   std::vector<at::Tensor> outs = outputs[0];
+  const size_t total = static_cast<size_t>(in.nbytes()) * static_cast<size_t>(size_);
+  const bool direct = total >= kDirectAllGatherBytes &&
+                      std::all_of(outs.begin(), outs.end(), [](const at::Tensor& o) { return o.is_contiguous(); });
+  if (direct) {
+    // Large: each rank's part goes straight into its output tensor, one broadcast per
+    // root, instead of an all-gather into a staging buffer (made, faulted in and copied
+    // out again on every call: most of the time at these sizes).
+    return enqueue(c10d::OpType::ALLGATHER, outs, [this, in, outs](std::vector<collRequest_t>&) {
+      const Moved m = movedType(in);
+      for (int r = 0; r < size_; ++r)
+        check(collBroadcast(r == rank_ ? in.data_ptr() : outs[r].data_ptr(), outs[r].data_ptr(),
+                            elems(in) * m.scale, m.dt, r, comm_, nullptr),
+              "collBroadcast (all-gather)");
+    });
+  }
+  auto flat = std::make_shared<at::Tensor>(at::empty({size_ * in.numel()}, in.options()));
   return enqueue(c10d::OpType::ALLGATHER, outs, [this, in, flat, outs](std::vector<collRequest_t>&) {
     const Moved m = movedType(in);
     check(collAllGather(in.data_ptr(), flat->data_ptr(), elems(in) * m.scale, m.dt, comm_, nullptr), "collAllGather");
@@ -258,7 +273,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::allgather(std::vector<std
       at::Tensor o = outs[r];
       o.copy_(flat->narrow(0, r * in.numel(), in.numel()).view(o.sizes()));
     }
-  });
+  }, nullptr, total);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -276,7 +291,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::_allgather_base(at::Tenso
     check(collAllGather(in.data_ptr(), st->buf.data_ptr(), elems(in) * m.scale, m.dt, comm_, nullptr),
           "collAllGather");
     writeBack(*st);
-  });
+  }, nullptr, st->buf.nbytes());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::allgather_coalesced(

@@ -177,6 +177,20 @@ def case_gathers():
     # zero-element
     z = [torch.zeros(0) for _ in range(size)]
     dist.all_gather(z, torch.zeros(0))
+    # Large lists (1 MiB or more in all: each part goes straight into its tensor), also of
+    # a type without a reduction, and with one non-contiguous output (staged instead).
+    for dtype in (torch.float32, torch.complex64):
+        ins = [data(r, 1 << 17, torch.float32).to(dtype) for r in range(size)]
+        outs = [torch.zeros(1 << 17, dtype=dtype) for _ in range(size)]
+        dist.all_gather(outs, ins[rank])
+        for r in range(size):
+            expect(f"large all_gather {dtype} part {r}", outs[r], ins[r])
+    ins = [data(r, 1 << 18, torch.float32) for r in range(size)]
+    wide = torch.zeros(1 << 18, 2)
+    outs = [torch.zeros(1 << 18) for _ in range(size - 1)] + [wide[:, 1]]
+    dist.all_gather(outs, ins[rank])
+    for r in range(size):
+        expect(f"large all_gather, last output strided, part {r}", outs[r], ins[r])
 
 
 def case_alltoall():

@@ -66,6 +66,13 @@ ProcessGroupCollective::~ProcessGroupCollective() {
   if (saved) PyEval_RestoreThread(saved);
 }
 
+at::Tensor ProcessGroupCollective::scratch(const at::Tensor& like, int parts) {
+  const int64_t n = like.numel() * parts;
+  const int64_t bytes = n * static_cast<int64_t>(like.element_size());
+  if (!scratch_.defined() || scratch_.numel() < bytes) scratch_ = at::empty({bytes}, at::kByte);
+  return scratch_.narrow(0, 0, bytes).view(like.scalar_type()).view({n});
+}
+
 void ProcessGroupCollective::check(collResult_t rc, const char* call) const {
   if (rc == collSuccess) return;
   throw std::runtime_error(std::string("collective backend: ") + call + " failed: " + collGetErrorString(rc) + ": " +

@@ -108,6 +108,12 @@ class ProcessGroupCollective final : public c10d::ProcessGroup {
   // An all-gather into a list of this many bytes or more broadcasts into the list's
   // tensors instead of staging (process_group_ops.cpp).
   static constexpr size_t kDirectAllGatherBytes = 1 << 20;
+  // A flat tensor of `parts` x like's elements and type, in memory the group keeps for
+  // its staged operations: a fresh buffer of megabytes each call costs page faults and
+  // zeroing every time. Only jobs running on the worker, or inline (which excludes the
+  // worker), call it: one at a time.
+  at::Tensor scratch(const at::Tensor& like, int parts);
+  at::Tensor scratch_;
   void workerLoop();
   // monitoredBarrier's exchange, on the worker thread; throws when it fails.
   void runMonitoredBarrier(std::chrono::milliseconds timeout, bool waitAllRanks, int64_t index);

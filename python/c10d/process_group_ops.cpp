@@ -265,13 +265,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::allgather(std::vector<std
               "collBroadcast (all-gather)");
     });
   }
-  auto flat = std::make_shared<at::Tensor>(at::empty({size_ * in.numel()}, in.options()));
-  return enqueue(c10d::OpType::ALLGATHER, outs, [this, in, flat, outs](std::vector<collRequest_t>&) {
+  return enqueue(c10d::OpType::ALLGATHER, outs, [this, in, outs](std::vector<collRequest_t>&) {
     const Moved m = movedType(in);
-    check(collAllGather(in.data_ptr(), flat->data_ptr(), elems(in) * m.scale, m.dt, comm_, nullptr), "collAllGather");
+    at::Tensor flat = scratch(in, size_);
+    check(collAllGather(in.data_ptr(), flat.data_ptr(), elems(in) * m.scale, m.dt, comm_, nullptr), "collAllGather");
     for (int r = 0; r < size_; ++r) {
       at::Tensor o = outs[r];
-      o.copy_(flat->narrow(0, r * in.numel(), in.numel()).view(o.sizes()));
+      o.copy_(flat.narrow(0, r * in.numel(), in.numel()).view(o.sizes()));
     }
   }, nullptr, total);
 }
@@ -344,17 +344,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::gather(std::vector<std::v
                 "collective backend: gather: only the root passes output tensors");
   }
   at::Tensor in = inputs[0].contiguous();
-  auto flat = std::make_shared<at::Tensor>(rank_ == root ? at::empty({size_ * in.numel()}, in.options()) : at::Tensor());
-  return enqueue(c10d::OpType::GATHER, outs, [this, in, flat, outs, root](std::vector<collRequest_t>&) {
+  return enqueue(c10d::OpType::GATHER, outs, [this, in, outs, root](std::vector<collRequest_t>&) {
     const Moved m = movedType(in);
-    void* r = rank_ == root ? flat->data_ptr() : nullptr;
+    at::Tensor flat = rank_ == root ? scratch(in, size_) : at::Tensor();
+    void* r = rank_ == root ? flat.data_ptr() : nullptr;
     check(collGather(in.data_ptr(), r, elems(in) * m.scale, m.dt, root, comm_, nullptr), "collGather");
     if (rank_ != root) return;
     for (int k = 0; k < size_; ++k) {
       at::Tensor o = outs[k];
-      o.copy_(flat->narrow(0, k * in.numel(), in.numel()).view(o.sizes()));
+      o.copy_(flat.narrow(0, k * in.numel(), in.numel()).view(o.sizes()));
     }
-  });
+  }, nullptr, static_cast<size_t>(in.nbytes()) * static_cast<size_t>(size_));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::scatter(std::vector<at::Tensor>& outputs,
@@ -363,27 +363,32 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::scatter(std::vector<at::T
   checkOne(outputs, "scatter");
   checkRoot(opts.rootRank, size_, "scatter");
   const int root = static_cast<int>(opts.rootRank);
-  at::Tensor flat;
+  std::vector<at::Tensor> parts;
   if (rank_ == root) {
     TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
                 "collective backend: scatter: the root needs one input list of ", size_, " tensors");
-    std::vector<at::Tensor> parts;
     for (auto& t : inputs[0]) {
       checkLike(t, outputs[0], "scatter", "an input tensor");
-      parts.push_back(t.reshape({-1}));
+      parts.push_back(t);
     }
-    flat = at::cat(parts);
   } else {
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                 "collective backend: scatter: only the root passes input tensors");
   }
   auto st = std::make_shared<Staged>(stageOut(outputs[0], false));
-  return enqueue(c10d::OpType::SCATTER, outputs, [this, flat, st, root](std::vector<collRequest_t>&) {
+  const size_t total = static_cast<size_t>(st->buf.nbytes()) * static_cast<size_t>(size_);
+  return enqueue(c10d::OpType::SCATTER, outputs, [this, parts, st, root](std::vector<collRequest_t>&) {
     const Moved m = movedType(st->buf);
+    at::Tensor flat;
+    if (rank_ == root) {
+      flat = scratch(st->buf, size_);
+      const int64_t n = st->buf.numel();
+      for (int k = 0; k < size_; ++k) flat.narrow(0, k * n, n).copy_(parts[k].reshape({-1}));
+    }
     const void* s = rank_ == root ? flat.data_ptr() : nullptr;
     check(collScatter(s, st->buf.data_ptr(), elems(st->buf) * m.scale, m.dt, root, comm_, nullptr), "collScatter");
     writeBack(*st);
-  });
+  }, nullptr, total);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCollective::reduce_scatter(std::vector<at::Tensor>& outputs,

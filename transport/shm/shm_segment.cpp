@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -26,15 +27,31 @@ struct Fd {
 };
 
 uint8_t* mmapShared(int fd, size_t bytes, const std::string& name) {
-  // MAP_POPULATE faults the pages in now, so the first messages through the rings do not
-  // pay a page fault each on the latency path.
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  // Not populated: the creator's fallocate has allocated every page, so none can fail
+  // later, but the kernel zeroes a page at its first touch, and a job of many ranks per
+  // host has rings to peers it never talks to (a ring algorithm uses two). prefaultHot
+  // touches what every message uses.
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     int err = errno;
     COLL_THROW(collSystemError, "shm: mmap of segment ", name, " (", bytes,
                " bytes) failed: ", sysErrorText(err));
   }
   return static_cast<uint8_t*>(p);
+}
+
+// The first bytes of each ring, where the first messages go, and the control lines:
+// touched now, so those messages do not pay a page fault each on the latency path. The
+// rest of a ring faults in as the ring's head first passes it.
+constexpr size_t kPrefaultRingBytes = 64 << 10;
+
+void prefaultHot(const uint8_t* base, size_t ringBytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto touch = [&](size_t from, size_t len) {
+    for (size_t off = from; off < from + len; off += page) (void)*static_cast<const volatile uint8_t*>(base + off);
+  };
+  touch(0, kRingOffset);
+  for (int c = 0; c < 2; ++c) touch(kRingOffset + static_cast<size_t>(c) * ringBytes, std::min(ringBytes, kPrefaultRingBytes));
 }
 
 #ifdef __SANITIZE_THREAD__
@@ -176,6 +193,7 @@ Segment Segment::create(const std::string& name, size_t ringBytes) {
                err == ENOSPC || err == ENOMEM ? " (out of memory for shared segments: lower "
                                                 "COLL_SHM_RING_BYTES or set COLL_TRANSPORT=tcp)" : "");
   s.base_ = mapShared(s.fd_, s.bytes_, name);
+  prefaultHot(s.base_, ringBytes);
   SegHeader* h = s.header();
   h->magic = kSegMagic;
   h->version = kSegVersion;
@@ -237,6 +255,7 @@ Segment Segment::open(const std::string& name, int creatorPid) {
   if (h.recordKey[0] == 0 || h.recordKey[1] == 0)
     COLL_THROW(collRemoteError, "shm: segment ", name, " has no record keys in its header");
   s.ringBytes_ = h.ringBytes;
+  prefaultHot(s.base_, s.ringBytes_);
   s.keys_[0] = h.recordKey[0];
   s.keys_[1] = h.recordKey[1];
   return s;

@@ -294,12 +294,20 @@ TEST_P(Mismatch, GatherScatterRootsThatDifferShowAtTheNextCall) {
       if (rc != collSuccess) return rc;
       return collAllReduce(in.data(), buf.data(), 16, collFloat32, collSum, c, nullptr);
     });
+    // Over net links a rank that found the mismatch first may have closed its connection
+    // before the other's all-reduce posted its send: that one then reports the closed
+    // connection. At least one rank names the mismatch; the other names it or the close.
+    const bool net = GetParam() == std::string("net");
+    int named = 0;
     for (int r = 0; r < 2; ++r) {
-      EXPECT_EQ(out[r].rc, collInvalidUsage) << out[r].text;
       const std::string call = std::string(gather ? "gather" : "scatter") + " (float, root " +
                                std::to_string(gather ? r : 1 - r) + ", count 16";
+      if (net && out[r].rc != collInvalidUsage && mentions(out[r].text, "closed the connection")) continue;
+      EXPECT_EQ(out[r].rc, collInvalidUsage) << out[r].text;
       EXPECT_TRUE(mentions(out[r].text, "its " + call)) << out[r].text;
+      ++named;
     }
+    EXPECT_GE(named, 1);
   }
 }
 

@@ -133,7 +133,9 @@ TEST(PerfCompareCollectives, NewCollectives) {
       EXPECT_EQ(f[2], "|") << line;
       EXPECT_GT(std::stod(f[4]), 0.0) << line;  // our time
       EXPECT_GT(std::stod(f[7]), 0.0) << line;  // Open MPI's time
-      EXPECT_GT(std::stod(f[9]), 0.0) << line;  // the ratio
+      // The ratio, printed to two decimals: a round that one slow call on a busy machine
+      // made hundreds of times slower prints 0.00, so only its form is checked here.
+      EXPECT_GE(std::stod(f[9]), 0.0) << line;
     }
     EXPECT_EQ(found, 3) << coll << ":\n" << r.out;  // 1K, 8K, 64K
   }
